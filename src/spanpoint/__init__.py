@@ -1,0 +1,58 @@
+"""spanpoint — OpenTelemetry-native tracing and durable replay for LangGraph agents.
+
+A checkpoint is a span: every replay boundary (a graph call, a model call, a tool call, a
+``@step``) is an OpenTelemetry span, and its output is committed when the span ends OK.
+Running the same durable run again returns committed outputs instead of executing again.
+
+>>> import spanpoint                                    # doctest: +SKIP
+>>> @spanpoint.step
+... def write_report(ticket): ...
+>>> with spanpoint.run("ticket-42"):
+...     write_report(load_ticket("42"))
+"""
+
+from spanpoint.config import Settings, configure, settings
+from spanpoint.errors import (
+    ConfigurationError,
+    CorruptCheckpointError,
+    InvalidRunIdError,
+    LeaseTimeoutError,
+    NotInRunError,
+    RunWaiting,
+    SerializationError,
+    SpanpointError,
+    StoreError,
+    StoreUnavailableError,
+)
+from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
+from spanpoint.run import current_run, run
+from spanpoint.step import step
+from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointSpanProcessor",
+    "CheckpointStore",
+    "ConfigurationError",
+    "CorruptCheckpointError",
+    "DurableSampler",
+    "InvalidRunIdError",
+    "LeaseTimeoutError",
+    "MemoryStore",
+    "NotInRunError",
+    "RunWaiting",
+    "SerializationError",
+    "Settings",
+    "SpanpointError",
+    "SqliteStore",
+    "StoreError",
+    "StoreUnavailableError",
+    "__version__",
+    "configure",
+    "current_run",
+    "open_store",
+    "run",
+    "settings",
+    "step",
+]

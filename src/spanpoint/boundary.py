@@ -1,0 +1,348 @@
+"""Opening a boundary: its span, the replay lookup, staging the output, links to originals.
+
+Every kind of boundary (``step``, ``graph_call``, ``model_call``, ``tool_call``) goes through
+:func:`call_boundary` / :func:`acall_boundary`. Inside a durable run the sequence is:
+
+1. compute the checkpoint key from the run, the parent boundary, the name and the input;
+2. ``store.claim(key)``: a committed checkpoint is *replayed* — a span with
+   ``spanpoint.replayed=true`` and a link to the original span, the stored output returned,
+   the body not called; a lease held by a live worker is waited for; otherwise
+3. execute the body inside the boundary span; stage the serialized output; end the span OK.
+   ``CheckpointSpanProcessor`` commits it. An exception ends the span with ERROR: nothing is
+   committed and the original exception propagates unchanged.
+
+Outside a run, or with ``replay=False``, a boundary is a plain span that never touches a store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.util.types import AttributeValue
+
+from spanpoint import processor, semconv, serde
+from spanpoint.config import settings
+from spanpoint.errors import (
+    LeaseTimeoutError,
+    SerializationError,
+    StoreError,
+)
+from spanpoint.run import Frame, RunScope, current_frame, current_run, entered_frame
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim
+
+T = TypeVar("T")
+
+_MISSING: Any = object()
+
+
+@dataclass(slots=True)
+class BoundarySpec:
+    """What a boundary is: its kind, name, span shape and identity.
+
+    Args:
+        kind: one of ``semconv.BOUNDARY_KINDS``.
+        name: the boundary's name in paths (a step's name, a model or tool name).
+        span_name: the span's name (GenAI conventions: ``execute_tool lookup``, …).
+        identity: the value whose fingerprint identifies the input (never stored).
+        fingerprint: a precomputed fingerprint instead of ``identity``.
+        attributes: span attributes set at start (they reach the sampler).
+        replay: False makes the boundary a plain span even inside a run.
+        view: a small redacted JSON-safe description kept with the checkpoint.
+        describe: attributes derived from the output, set on executed and replayed spans.
+        encode / decode: map the output to and from what is serialized.
+    """
+
+    kind: str
+    name: str
+    span_name: str
+    identity: Any = None
+    fingerprint: str | None = None
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    span_kind: SpanKind = SpanKind.INTERNAL
+    replay: bool = True
+    view: dict[str, Any] = field(default_factory=dict)
+    describe: Callable[[Any], Mapping[str, AttributeValue]] | None = None
+    encode: Callable[[Any], Any] | None = None
+    decode: Callable[[Any], Any] | None = None
+
+
+class _Call:
+    """One pass through one boundary. Not reused; not shared between threads."""
+
+    __slots__ = ("claimed", "frame", "key", "ordinal", "parent", "path", "scope", "spec", "tracer")
+
+    def __init__(self, spec: BoundarySpec) -> None:
+        self.spec = spec
+        self.tracer = settings().tracer
+        scope = current_run() if spec.replay else None
+        self.scope: RunScope | None = scope
+        self.parent: Frame | None = current_frame() if scope is not None else None
+        self.claimed = False
+        self.key = ""
+        self.ordinal = 0
+        parent_path = self.parent.path if self.parent else ""
+        self.path = f"{parent_path}/{spec.name}" if parent_path else spec.name
+        attrs = spec.attributes
+        attrs[semconv.BOUNDARY_KIND] = spec.kind
+        attrs[semconv.BOUNDARY_NAME] = spec.name
+        if scope is not None and self.parent is not None:
+            fp = spec.fingerprint or serde.fingerprint(spec.identity)
+            self.ordinal = self.parent.next_ordinal(spec.name, fp)
+            self.key = serde.checkpoint_key(
+                scope.run_id, f"{self.parent.identity}/{spec.name}", self.ordinal, fp
+            )
+            attrs[semconv.RUN_ID] = scope.run_id
+            attrs[semconv.BOUNDARY_PATH] = self.path
+            attrs[semconv.BOUNDARY_ORDINAL] = self.ordinal
+            attrs[semconv.CHECKPOINT_KEY] = self.key
+        self.frame = Frame(self.path, self.key)
+
+    # --- lookup --------------------------------------------------------------------------
+
+    def resolve(self) -> Generator[float, None, Any]:
+        """Yield delays to sleep while another worker holds the lease; return the replayed
+        output, or ``_MISSING`` when the body must execute."""
+        scope = self.scope
+        if scope is None:
+            return _MISSING
+        deadline = time.monotonic() + scope.lease_wait_timeout_s
+        delay = 0.01
+        while True:
+            try:
+                claim: Claim = scope.store.claim(self.key, scope.owner, scope.lease_ttl_s)
+            except StoreError as exc:  # invariant 5: a failed read means "execute"
+                scope.warn(f"checkpoint lookup for {self.path!r} failed, executing: {exc}")
+                return _MISSING
+            if claim.state == "committed" and claim.checkpoint is not None:
+                return self._replay(scope, claim.checkpoint)
+            if claim.state == "acquired":
+                self.claimed = True
+                return _MISSING
+            if time.monotonic() >= deadline:
+                raise LeaseTimeoutError(
+                    f"boundary {self.path!r} of run {scope.run_id!r} is being executed by "
+                    f"{claim.owner} (lease until {claim.expires_at:.0f}) and was not committed "
+                    f"within {scope.lease_wait_timeout_s:g}s on {scope.store.description}; "
+                    "raise lease_wait_timeout_s or check that worker"
+                )
+            yield delay
+            delay = min(delay * 2, 0.5)
+
+    def _replay(self, scope: RunScope, cp: Checkpoint) -> Any:
+        try:
+            output = serde.loads(cp.output_type, cp.output)
+            if self.spec.decode is not None:
+                output = self.spec.decode(output)
+        except Exception as exc:  # CorruptCheckpointError, or a decode hook that fails
+            scope.warn(f"checkpoint of {self.path!r} is unreadable, executing again: {exc}")
+            return _MISSING
+        original = SpanContext(
+            int(cp.trace_id, 16),
+            int(cp.span_id, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+        attrs = dict(self.spec.attributes)
+        attrs[semconv.REPLAYED] = True
+        span = self.tracer.start_span(
+            self.spec.span_name,
+            kind=self.spec.span_kind,
+            attributes=attrs,
+            links=[Link(original, {"spanpoint.link": "original_execution"})],
+        )
+        self._describe(span, output)
+        span.set_status(Status(StatusCode.OK))
+        span.end()
+        self._journal(scope, span, "replayed", None)
+        return output
+
+    # --- execution -----------------------------------------------------------------------
+
+    @contextmanager
+    def executing(self) -> Iterator[_Execution]:
+        """The boundary span, current and entered, around the body."""
+        attrs = self.spec.attributes
+        if self.scope is not None:
+            attrs[semconv.REPLAYED] = False
+        span = self.tracer.start_span(
+            self.spec.span_name, kind=self.spec.span_kind, attributes=attrs
+        )
+        self.frame.span_id = format(span.get_span_context().span_id, "016x")
+        execution = _Execution(self, span)
+        try:
+            with trace.use_span(span, end_on_exit=False), entered_frame(self.frame):
+                yield execution
+        except BaseException as exc:
+            execution.fail(exc)
+            raise
+        execution.end()
+
+    def _describe(self, span: trace.Span, output: Any) -> None:
+        if self.spec.describe is not None and span.is_recording():
+            try:
+                span.set_attributes(dict(self.spec.describe(output)))
+            except Exception as exc:  # observability is best effort
+                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
+
+    def _journal(self, scope: RunScope, span: trace.Span, status: Any, error: str | None) -> None:
+        ctx = span.get_span_context()
+        now = time.time_ns()
+        scope.record(
+            BoundaryRecord(
+                run_id=scope.run_id,
+                attempt=scope.attempt,
+                key=self.key,
+                path=self.path,
+                name=self.spec.name,
+                kind=self.spec.kind,
+                status=status,
+                span_id=format(ctx.span_id, "016x"),
+                parent_span_id=self.parent.span_id if self.parent else None,
+                started_at_ns=getattr(span, "start_time", None) or now,
+                ended_at_ns=getattr(span, "end_time", None) or now,
+                error=error,
+            )
+        )
+
+
+class _Execution:
+    """The executing half of a boundary: finish with an output, or fail with an exception."""
+
+    __slots__ = ("call", "span", "staged")
+
+    def __init__(self, call: _Call, span: trace.Span) -> None:
+        self.call = call
+        self.span = span
+        self.staged: processor.StagedOutput | None = None
+
+    def finish(self, output: T) -> T:
+        """Stage ``output`` for commit (inside a run) and mark the span OK."""
+        call, span, scope = self.call, self.span, self.call.scope
+        call._describe(span, output)
+        if scope is not None:
+            try:
+                encoded = call.spec.encode(output) if call.spec.encode else output
+                output_type, data = serde.dumps(encoded)
+            except SerializationError as exc:
+                span.set_attribute(semconv.SERIALIZATION_ERROR, str(exc))
+                scope.warn(f"output of {call.path!r} was not committed: {exc}")
+                if scope.strict:
+                    raise
+            else:
+                self.staged = processor.StagedOutput(
+                    store=scope.store,
+                    key=call.key,
+                    run_id=scope.run_id,
+                    path=call.path,
+                    name=call.spec.name,
+                    kind=call.spec.kind,
+                    ordinal=call.ordinal,
+                    output_type=output_type,
+                    output=data,
+                    attempt=scope.attempt,
+                    owner=scope.owner if call.claimed else None,
+                    parent_span_id=call.parent.span_id if call.parent else None,
+                    view=call.spec.view,
+                )
+                ctx = span.get_span_context()
+                processor.stage(ctx.trace_id, ctx.span_id, self.staged)
+        span.set_status(Status(StatusCode.OK))
+        return output
+
+    def fail(self, exc: BaseException) -> None:
+        """End the span with ERROR and the exception; commit nothing; free the lease."""
+        call, span, scope = self.call, self.span, self.call.scope
+        if self.staged is not None:  # staged, then failed before the span ended (strict mode)
+            ctx = span.get_span_context()
+            processor.unstage(ctx.trace_id, ctx.span_id)
+        if span.is_recording():
+            span.record_exception(exc)
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        span.end()
+        if scope is None:
+            return
+        if call.claimed:
+            try:
+                scope.store.release(call.key, scope.owner)
+            except StoreError as err:
+                scope.warn(f"could not release the lease of {call.path!r}: {err}")
+        call._journal(scope, span, "error", f"{type(exc).__name__}: {exc}")
+
+    def end(self) -> None:
+        """End the span; the processor commits. Report a commit that did not happen."""
+        span, staged = self.span, self.staged
+        recording = span.is_recording()
+        span.end()
+        if staged is None:
+            return
+        ctx = span.get_span_context()
+        if not recording:
+            # No SDK processor saw this span (a non-SDK provider): commit here so that
+            # durability never depends on tracing being enabled.
+            processor.unstage(ctx.trace_id, ctx.span_id)
+            now = time.time_ns()
+            processor.commit(staged, ctx.trace_id, ctx.span_id, now, now)
+        elif processor.unstage(ctx.trace_id, ctx.span_id) is not None:
+            staged.error = RuntimeError(
+                "no CheckpointSpanProcessor is registered on the tracer provider; call "
+                "spanpoint.configure(tracer_provider=...)"
+            )
+        if staged.error is not None:
+            self._report_commit_failure(staged)
+
+    def _report_commit_failure(self, staged: processor.StagedOutput) -> None:
+        scope = self.call.scope
+        assert scope is not None
+        scope.commit_failures += 1
+        scope.warn(f"boundary {staged.path!r} executed but was not committed: {staged.error}")
+        parent = trace.get_current_span()
+        if parent.is_recording():
+            parent.add_event(
+                semconv.EVENT_CHECKPOINT_COMMIT_FAILED,
+                {
+                    semconv.BOUNDARY_PATH: staged.path,
+                    semconv.CHECKPOINT_KEY: staged.key,
+                    semconv.STORE_ERROR: str(staged.error),
+                },
+            )
+        if scope.strict:
+            raise StoreError(f"commit of {staged.path!r} failed: {staged.error}")
+
+
+def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn(*args, **kwargs)`` as the boundary ``spec`` (replaying it when committed)."""
+    call = _Call(spec)
+    steps = call.resolve()
+    try:
+        while True:
+            time.sleep(next(steps))
+    except StopIteration as stop:
+        if stop.value is not _MISSING:
+            return stop.value  # type: ignore[no-any-return]
+    with call.executing() as execution:
+        return execution.finish(fn(*args, **kwargs))
+
+
+async def acall_boundary(
+    spec: BoundarySpec, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
+) -> T:
+    """The async form of :func:`call_boundary`: ``await fn(*args, **kwargs)``."""
+    import asyncio
+
+    call = _Call(spec)
+    steps = call.resolve()
+    try:
+        while True:
+            await asyncio.sleep(next(steps))
+    except StopIteration as stop:
+        if stop.value is not _MISSING:
+            return stop.value  # type: ignore[no-any-return]
+    with call.executing() as execution:
+        return execution.finish(await fn(*args, **kwargs))

@@ -1,0 +1,287 @@
+"""``spanpoint.configure()``: the one call that wires spanpoint into OpenTelemetry.
+
+- With an application-provided SDK ``TracerProvider`` it only adds the checkpoint processor
+  (and wraps the provider's sampler so boundaries stay durable when sampled out).
+- With none, it installs one that honours the standard ``OTEL_*`` variables: OTLP export when
+  ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the traces-specific variable) is set, otherwise a local
+  JSON-lines trace file under ``.spanpoint/``.
+
+It is idempotent: calling it again never adds a second processor or exporter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import _get_from_env_or_default
+
+from spanpoint import semconv
+from spanpoint.errors import ConfigurationError
+from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
+from spanpoint.stores import CheckpointStore, open_store
+
+if TYPE_CHECKING:
+    from spanpoint.capture import CapturePolicy
+
+__version__ = "0.1.0"
+
+DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
+_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+@dataclass
+class Settings:
+    """What ``configure`` decided. Read it with ``spanpoint.settings()``."""
+
+    tracer_provider: trace.TracerProvider
+    store_address: str | None = None
+    strict: bool = False
+    lease_ttl_s: float = 300.0
+    lease_wait_timeout_s: float = 600.0
+    trace_destination: str = ""
+    capture: CapturePolicy | None = None
+    _store: CheckpointStore | None = field(default=None, repr=False)
+    _tracer: trace.Tracer | None = field(default=None, repr=False)
+
+    @property
+    def store(self) -> CheckpointStore:
+        """The default store, opened on first use."""
+        if self._store is None:
+            with _LOCK:
+                if self._store is None:
+                    self._store = open_store(self.store_address)
+        return self._store
+
+    @property
+    def tracer(self) -> trace.Tracer:
+        """spanpoint's tracer on the configured provider."""
+        if self._tracer is None:
+            self._tracer = self.tracer_provider.get_tracer(
+                semconv.INSTRUMENTATION_NAME, __version__
+            )
+        return self._tracer
+
+
+_LOCK = threading.RLock()
+_SETTINGS: Settings | None = None
+_WIRED: weakref.WeakSet[TracerProvider] = weakref.WeakSet()
+
+
+def configure(
+    *,
+    store: CheckpointStore | str | os.PathLike[str] | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    strict: bool | None = None,
+    capture: CapturePolicy | None = None,
+    lease_ttl_s: float | None = None,
+    lease_wait_timeout_s: float | None = None,
+    trace_file: str | os.PathLike[str] | None = None,
+) -> Settings:
+    """Wire spanpoint into OpenTelemetry and select the default checkpoint store.
+
+    Args:
+        store: a store instance or address (``memory``, a SQLite path, ``postgresql://…``).
+            Default: ``$SPANPOINT_STORE``, else ``.spanpoint/checkpoints.db``.
+        tracer_provider: the provider to use; default the global one, or a new SDK provider
+            (set as global) when the application has none.
+        strict: raise instead of warning when an output cannot be serialized or committed.
+        capture: the capture policy for graph, model and tool data (metadata-first default).
+        lease_ttl_s: how long a worker's claim on a boundary lasts before another may take it.
+        lease_wait_timeout_s: how long a worker waits for another's live boundary to commit.
+        trace_file: where traces go when no OTLP endpoint is configured.
+    """
+    global _SETTINGS
+    _check_positive("lease_ttl_s", lease_ttl_s)
+    _check_positive("lease_wait_timeout_s", lease_wait_timeout_s)
+    with _LOCK:
+        previous = _SETTINGS
+        provider, destination = _resolve_provider(tracer_provider, trace_file)
+        settings = Settings(
+            tracer_provider=provider,
+            trace_destination=destination,
+            strict=bool(strict) if strict is not None else bool(previous and previous.strict),
+            capture=capture if capture is not None else (previous.capture if previous else None),
+        )
+        if lease_ttl_s is not None:
+            settings.lease_ttl_s = lease_ttl_s
+        elif previous:
+            settings.lease_ttl_s = previous.lease_ttl_s
+        if lease_wait_timeout_s is not None:
+            settings.lease_wait_timeout_s = lease_wait_timeout_s
+        elif previous:
+            settings.lease_wait_timeout_s = previous.lease_wait_timeout_s
+        if store is None and previous is not None:
+            settings.store_address, settings._store = previous.store_address, previous._store
+        elif isinstance(store, str | os.PathLike):
+            settings.store_address = os.fspath(store)
+        elif store is not None:
+            if not isinstance(store, CheckpointStore):
+                raise ConfigurationError(
+                    f"store must be a CheckpointStore or an address, not {type(store).__name__}"
+                )
+            settings._store = store
+        if previous is not None and previous.tracer_provider is provider:
+            settings._tracer = previous._tracer
+        _SETTINGS = settings
+        return settings
+
+
+def settings() -> Settings:
+    """The current settings, configuring with defaults on first use."""
+    current = _SETTINGS
+    if current is None:
+        return configure()
+    return current
+
+
+def reset_for_tests() -> None:
+    """Forget the current settings (tests only; the global OTel provider stays set)."""
+    global _SETTINGS
+    with _LOCK:
+        _SETTINGS = None
+
+
+def _check_positive(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+def _resolve_provider(
+    explicit: trace.TracerProvider | None, trace_file: str | os.PathLike[str] | None
+) -> tuple[trace.TracerProvider, str]:
+    provider = explicit if explicit is not None else trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        wire_provider(provider)
+        return provider, "application tracer provider"
+    if explicit is not None:
+        # A non-SDK provider (a no-op one): boundaries commit directly, nothing is exported.
+        return provider, "none (non-SDK tracer provider)"
+    sdk_provider = TracerProvider(
+        sampler=DurableSampler(_get_from_env_or_default()),
+        resource=Resource.create({"service.name": _service_name()}),
+    )
+    wire_provider(sdk_provider)
+    destination = _add_default_exporter(sdk_provider, trace_file)
+    trace.set_tracer_provider(sdk_provider)
+    actual = trace.get_tracer_provider()
+    if actual is not sdk_provider:  # someone set a provider first: use theirs
+        return _resolve_provider(actual, trace_file)
+    return sdk_provider, destination
+
+
+def wire_provider(provider: TracerProvider) -> None:
+    """Add the checkpoint processor to ``provider`` and make its sampler durable, once."""
+    with _LOCK:
+        if provider in _WIRED:
+            return
+        provider.add_span_processor(CheckpointSpanProcessor())
+        if not isinstance(provider.sampler, DurableSampler):
+            # Tracers capture the sampler when created; spanpoint's tracer is created after
+            # this, so its boundary spans get the durable sampler.
+            provider.sampler = DurableSampler(provider.sampler)
+        _WIRED.add(provider)
+
+
+def _service_name() -> str:
+    name = os.environ.get("OTEL_SERVICE_NAME")
+    if name:
+        return name
+    for pair in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, _, value = pair.partition("=")
+        if key.strip() == "service.name" and value.strip():
+            return value.strip()
+    return "spanpoint-app"
+
+
+def otlp_endpoint() -> str | None:
+    """The OTLP endpoint from the standard variables, if any."""
+    for var in _ENDPOINT_VARS:
+        if os.environ.get(var):
+            return os.environ[var]
+    return None
+
+
+def _add_default_exporter(
+    provider: TracerProvider, trace_file: str | os.PathLike[str] | None
+) -> str:
+    endpoint = otlp_endpoint()
+    if endpoint:
+        protocol = os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+        )
+        exporter: SpanExporter
+        if protocol.startswith("http"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporter = OTLPSpanExporter()
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcOTLPSpanExporter,
+            )
+
+            exporter = GrpcOTLPSpanExporter()
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        return f"OTLP {endpoint}"
+    path = Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE)
+    provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path)))
+    return f"file {path}"
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Appends each span as one JSON object per line: the local trace output, no server needed."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Append ``spans`` to the file."""
+        lines = [json.dumps(span_to_dict(s), separators=(",", ":")) for s in spans]
+        try:
+            with self._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write("\n".join(lines) + "\n")
+        except OSError:
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Nothing held open between exports."""
+
+
+def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
+    """A compact, JSON-safe view of a finished span."""
+    ctx = span.context
+    return {
+        "name": span.name,
+        "trace_id": format(ctx.trace_id, "032x") if ctx else None,
+        "span_id": format(ctx.span_id, "016x") if ctx else None,
+        "parent_span_id": format(span.parent.span_id, "016x") if span.parent else None,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+        "status": span.status.status_code.name,
+        "attributes": dict(span.attributes or {}),
+        "events": [
+            {"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes or {})}
+            for e in span.events
+        ],
+        "links": [
+            {
+                "trace_id": format(link.context.trace_id, "032x"),
+                "span_id": format(link.context.span_id, "016x"),
+            }
+            for link in span.links
+        ],
+    }

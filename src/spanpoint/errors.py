@@ -1,0 +1,61 @@
+"""spanpoint's exceptions: one class per failure, each message says what to do.
+
+Catch :class:`SpanpointError` for everything spanpoint raises on its own behalf. Exceptions
+raised by user code inside a boundary are never wrapped: they propagate unchanged.
+"""
+
+from __future__ import annotations
+
+
+class SpanpointError(Exception):
+    """Base class of every error spanpoint raises itself."""
+
+
+class ConfigurationError(SpanpointError, ValueError):
+    """A setting, argument or environment variable has a value spanpoint cannot use."""
+
+
+class InvalidRunIdError(ConfigurationError):
+    """A run id is empty or not a string."""
+
+
+class NotInRunError(SpanpointError):
+    """An operation needs an active ``spanpoint.run(...)`` scope and none is open."""
+
+
+class SerializationError(SpanpointError):
+    """A boundary output cannot be serialized (raised only with ``strict=True``)."""
+
+
+class StoreError(SpanpointError):
+    """The checkpoint store failed. The message names the store and the operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """The checkpoint store cannot be opened or reached."""
+
+
+class CorruptCheckpointError(StoreError):
+    """A stored checkpoint cannot be decoded. The boundary executes instead of replaying."""
+
+
+class LeaseTimeoutError(StoreError):
+    """Another worker holds a live lease on a boundary and did not commit it in time."""
+
+
+class RunWaiting(SpanpointError):
+    """Raised inside a run by ``wait_for_input`` when the input has not been provided yet.
+
+    ``spanpoint.run(...)`` catches it: the run ends with status ``waiting`` and the wait is
+    stored. Provide the value (``spanpoint input RUN_ID NAME --json VALUE``) and run again.
+    """
+
+    def __init__(self, run_id: str, name: str, question: str | None = None) -> None:
+        self.run_id = run_id
+        self.name = name
+        self.question = question
+        super().__init__(
+            f"run {run_id!r} is waiting for input {name!r}"
+            + (f" ({question})" if question else "")
+            + f"; provide it with `spanpoint input {run_id} {name} --json VALUE` and run again"
+        )

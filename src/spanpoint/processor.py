@@ -1,0 +1,162 @@
+"""Where checkpoints are committed: ``CheckpointSpanProcessor`` and the durable sampler.
+
+A boundary *stages* its serialized output for its span just before ending the span. When
+the span ends, the processor takes the staged output and commits it to the store only if the
+span's status is OK. An exception (status ERROR) or a process killed before ``span.end()``
+commits nothing: that is the whole durability contract, enforced in one place.
+
+``DurableSampler`` wraps any sampler so that a boundary span the wrapped sampler would DROP is
+still RECORD_ONLY: the processor sees it (durability holds) while exporters, which only take
+sampled spans, see nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind, StatusCode
+from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import Attributes
+
+from spanpoint import semconv
+from spanpoint.stores.base import Checkpoint, CheckpointStore
+
+logger = logging.getLogger("spanpoint")
+
+
+@dataclass(slots=True)
+class StagedOutput:
+    """A serialized boundary output waiting for its span to end OK."""
+
+    store: CheckpointStore
+    key: str
+    run_id: str
+    path: str
+    name: str
+    kind: str
+    ordinal: int
+    output_type: str
+    output: bytes
+    attempt: int
+    owner: str | None
+    parent_span_id: str | None
+    view: dict[str, Any] = field(default_factory=dict)
+    committed: bool = False
+    error: Exception | None = None
+
+
+# (trace_id, span_id) -> staged output. Entries live from just before span.end() until the
+# processor takes them inside span.end(), so the table stays as small as the open boundaries.
+_STAGED: dict[tuple[int, int], StagedOutput] = {}
+
+
+def stage(trace_id: int, span_id: int, staged: StagedOutput) -> None:
+    """Stage ``staged`` for the span ``(trace_id, span_id)``."""
+    _STAGED[(trace_id, span_id)] = staged
+
+
+def unstage(trace_id: int, span_id: int) -> StagedOutput | None:
+    """Take back what was staged for a span (used when no processor will see it)."""
+    return _STAGED.pop((trace_id, span_id), None)
+
+
+def commit(staged: StagedOutput, trace_id: int, span_id: int, start_ns: int, end_ns: int) -> bool:
+    """Write ``staged`` to its store. Never raises: a failure is kept on ``staged.error``."""
+    checkpoint = Checkpoint(
+        key=staged.key,
+        run_id=staged.run_id,
+        path=staged.path,
+        name=staged.name,
+        kind=staged.kind,
+        ordinal=staged.ordinal,
+        output_type=staged.output_type,
+        output=staged.output,
+        trace_id=format(trace_id, "032x"),
+        span_id=format(span_id, "016x"),
+        parent_span_id=staged.parent_span_id,
+        attempt=staged.attempt,
+        started_at_ns=start_ns,
+        ended_at_ns=end_ns,
+        view=staged.view,
+    )
+    try:
+        staged.store.put(checkpoint, owner=staged.owner)
+        staged.committed = True
+    except Exception as exc:  # invariant 5: a failed commit is reported, never raised here
+        staged.error = exc
+        logger.warning(
+            "spanpoint: could not commit boundary %r of run %r to %s: %s; it will execute "
+            "again when the run is replayed",
+            staged.path,
+            staged.run_id,
+            staged.store.description,
+            exc,
+        )
+    return staged.committed
+
+
+class CheckpointSpanProcessor(SpanProcessor):
+    """Commits a boundary's staged output when its span ends with status OK, and never otherwise.
+
+    Register it on the SDK ``TracerProvider`` (``spanpoint.configure()`` does). It keeps no
+    state of its own and does no I/O for spans that are not boundaries.
+    """
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do when a span starts."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Commit the span's staged output if it ended OK; drop it otherwise."""
+        ctx = span.context
+        if ctx is None:
+            return
+        staged = _STAGED.pop((ctx.trace_id, ctx.span_id), None)
+        if staged is None or span.status.status_code is not StatusCode.OK:
+            return
+        commit(staged, ctx.trace_id, ctx.span_id, span.start_time or 0, span.end_time or 0)
+
+    def shutdown(self) -> None:
+        """Nothing to flush: commits are synchronous."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Commits are synchronous, so there is never anything pending."""
+        return True
+
+
+class DurableSampler(Sampler):
+    """Wraps a sampler; a spanpoint run or boundary span it would DROP becomes RECORD_ONLY."""
+
+    def __init__(self, delegate: Sampler) -> None:
+        self.delegate = delegate
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        """Delegate, then upgrade DROP to RECORD_ONLY for spanpoint's durable spans."""
+        result = self.delegate.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+        if (
+            result.decision is Decision.DROP
+            and attributes
+            and (semconv.BOUNDARY_KIND in attributes or semconv.RUN_ID in attributes)
+        ):
+            return SamplingResult(Decision.RECORD_ONLY, attributes, result.trace_state)
+        return result
+
+    def get_description(self) -> str:
+        """``DurableSampler{<delegate>}``."""
+        return f"DurableSampler{{{self.delegate.get_description()}}}"

@@ -1,0 +1,294 @@
+"""The durable run scope: ``spanpoint.run(run_id)``, boundary paths, ordinals and keys.
+
+A run is one durable execution with a stable id the user chooses (a ticket id, a job id).
+Entering the same ``run_id`` again is how a run is replayed: every boundary it committed
+before returns its stored output instead of executing.
+
+Identity is positional and deterministic, as in Temporal: a boundary's key is
+sha256(run_id, path, ordinal, input fingerprint), where *path* names the enclosing boundaries
+and *ordinal* counts how many boundaries of the same name the parent already opened.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from spanpoint import semconv
+from spanpoint.config import Settings, settings
+from spanpoint.errors import (
+    ConfigurationError,
+    InvalidRunIdError,
+    NotInRunError,
+    RunWaiting,
+    StoreError,
+)
+from spanpoint.stores.base import BoundaryRecord, CheckpointStore, RunStatus, new_owner_id
+
+logger = logging.getLogger("spanpoint")
+
+
+class Frame:
+    """One level of the boundary tree: its path and the ordinals handed to its children.
+
+    ``identity`` is the frame's own checkpoint key (``""`` for the run root): children hash it
+    into their keys, so two calls of the same parent never share their children's keys.
+    """
+
+    __slots__ = ("_counters", "identity", "path", "span_id")
+
+    def __init__(self, path: str, identity: str, span_id: str | None = None) -> None:
+        self.path = path
+        self.identity = identity
+        self.span_id = span_id
+        self._counters: dict[tuple[str, str], Iterator[int]] = {}
+
+    def next_ordinal(self, name: str, fingerprint: str) -> int:
+        """How many children with this name and input this frame opened before (0, 1, …).
+
+        Counting per (name, input) rather than per name keeps keys stable when parallel
+        branches open differently-parameterized siblings in a different order on replay
+        (see docs/design-notes.md).
+        """
+        # setdefault and next() on itertools.count are atomic under the GIL, so threads
+        # opening siblings concurrently still get distinct ordinals.
+        return next(self._counters.setdefault((name, fingerprint), itertools.count()))
+
+
+@dataclass
+class RunScope:
+    """The state of one attempt of a durable run, shared by every boundary inside it."""
+
+    run_id: str
+    name: str | None
+    store: CheckpointStore
+    attempt: int
+    strict: bool
+    lease_ttl_s: float
+    lease_wait_timeout_s: float
+    owner: str = field(default_factory=new_owner_id)
+    root: Frame = field(default_factory=lambda: Frame("", ""))
+    journal: list[BoundaryRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    commit_failures: int = 0
+    status: RunStatus = "running"
+    span: Span | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def warn(self, message: str) -> None:
+        """Log ``message`` and keep it for the run summary."""
+        logger.warning("spanpoint: %s", message)
+        with self._lock:
+            self.warnings.append(message)
+
+    def record(self, entry: BoundaryRecord) -> None:
+        """Keep a journal entry; the journal is written once, when the run ends."""
+        with self._lock:
+            self.journal.append(entry)
+
+
+_RUN: ContextVar[RunScope | None] = ContextVar("spanpoint_run", default=None)
+_FRAME: ContextVar[Frame | None] = ContextVar("spanpoint_frame", default=None)
+
+
+def current_run() -> RunScope | None:
+    """The active run scope, or None outside ``spanpoint.run(...)``."""
+    return _RUN.get()
+
+
+def require_run(what: str) -> RunScope:
+    """The active run scope; :class:`NotInRunError` naming ``what`` when there is none."""
+    scope = _RUN.get()
+    if scope is None:
+        raise NotInRunError(f"{what} needs an active durable run: wrap it in spanpoint.run(...)")
+    return scope
+
+
+def current_frame() -> Frame | None:
+    """The innermost open boundary (or the run's root frame), or None outside a run."""
+    frame = _FRAME.get()
+    if frame is not None:
+        return frame
+    scope = _RUN.get()
+    return scope.root if scope is not None else None
+
+
+@contextmanager
+def entered_frame(frame: Frame) -> Iterator[Frame]:
+    """Make ``frame`` the parent of boundaries opened inside the block."""
+    token = _FRAME.set(frame)
+    try:
+        yield frame
+    finally:
+        _FRAME.reset(token)
+
+
+def validate_run_id(run_id: object) -> str:
+    """Return ``run_id`` if usable; :class:`InvalidRunIdError` saying why otherwise."""
+    if not isinstance(run_id, str):
+        raise InvalidRunIdError(
+            f"run_id must be a string (a ticket id, a job id), not {type(run_id).__name__}"
+        )
+    if not run_id.strip():
+        raise InvalidRunIdError("run_id must be a non-empty string, such as a ticket or job id")
+    if len(run_id) > 512:
+        raise InvalidRunIdError("run_id is longer than 512 characters; use a shorter stable id")
+    return run_id
+
+
+class run:
+    """A durable run scope, usable with ``with`` and ``async with``.
+
+    >>> with spanpoint.run("ticket-42", name="triage"):   # doctest: +SKIP
+    ...     report = write_report(load_ticket("42"))
+
+    Opens the root span ``spanpoint.run`` (``spanpoint.run.id``, ``.name``, ``.attempt``).
+    Boundaries inside replay what an earlier attempt with the same ``run_id`` committed.
+    When a durable wait is not satisfied yet the block is left early, the run ends with status
+    ``waiting`` and no exception reaches the caller; check :attr:`status`.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        name: str | None = None,
+        store: CheckpointStore | str | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        self.run_id = validate_run_id(run_id)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigurationError("run name must be a non-empty string when given")
+        self.name = name
+        self._store_arg = store
+        self._strict = strict
+        self.scope: RunScope | None = None
+        self._tokens: tuple[Token[RunScope | None], Token[Frame | None]] | None = None
+        self._span_cm: Any = None
+
+    def __repr__(self) -> str:
+        attempt = self.scope.attempt if self.scope else None
+        return f"spanpoint.run({self.run_id!r}, attempt={attempt}, status={self.status!r})"
+
+    @property
+    def status(self) -> RunStatus | None:
+        """``running`` inside the block; afterwards ``completed``, ``failed`` or ``waiting``."""
+        return self.scope.status if self.scope else None
+
+    @property
+    def attempt(self) -> int | None:
+        """Which attempt of this run_id this is (1 for the first)."""
+        return self.scope.attempt if self.scope else None
+
+    @property
+    def warnings(self) -> list[str]:
+        """Warnings raised during the run (failed commits, unserializable outputs, …)."""
+        return list(self.scope.warnings) if self.scope else []
+
+    def __enter__(self) -> run:
+        if _RUN.get() is not None:
+            raise ConfigurationError(
+                f"spanpoint.run({self.run_id!r}) was opened inside run "
+                f"{_RUN.get().run_id!r}; runs do not nest — use @spanpoint.step inside a run"  # type: ignore[union-attr]
+            )
+        cfg = settings()
+        store = self._resolve_store(cfg)
+        attempt = store.start_run(self.run_id, self.name)
+        scope = RunScope(
+            run_id=self.run_id,
+            name=self.name,
+            store=store,
+            attempt=attempt,
+            strict=cfg.strict if self._strict is None else self._strict,
+            lease_ttl_s=cfg.lease_ttl_s,
+            lease_wait_timeout_s=cfg.lease_wait_timeout_s,
+        )
+        attrs: dict[str, Any] = {semconv.RUN_ID: self.run_id, semconv.RUN_ATTEMPT: attempt}
+        if self.name:
+            attrs[semconv.RUN_NAME] = self.name
+        self._span_cm = cfg.tracer.start_as_current_span(
+            semconv.SPAN_RUN,
+            attributes=attrs,
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        scope.span = self._span_cm.__enter__()
+        scope.root.span_id = format(scope.span.get_span_context().span_id, "016x")
+        self.scope = scope
+        self._tokens = (_RUN.set(scope), _FRAME.set(scope.root))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        scope = self.scope
+        assert scope is not None and self._tokens is not None
+        _RUN.reset(self._tokens[0])
+        _FRAME.reset(self._tokens[1])
+        span = scope.span
+        assert span is not None
+        suppress = False
+        if isinstance(exc, RunWaiting):
+            scope.status, suppress = "waiting", True
+            span.add_event(semconv.EVENT_WAITING, {"spanpoint.wait.name": exc.name})
+            span.set_status(Status(StatusCode.OK))
+        elif exc is not None:
+            scope.status = "failed"
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        else:
+            if scope.status == "running":
+                scope.status = "completed"
+            span.set_status(Status(StatusCode.OK))
+        span.set_attribute(semconv.RUN_STATUS, scope.status)
+        if scope.commit_failures:
+            span.set_attribute(semconv.RUN_COMMIT_FAILURES, scope.commit_failures)
+        if scope.warnings:
+            span.set_attribute(semconv.WARNINGS, scope.warnings[:20])
+        self._span_cm.__exit__(None, None, None)
+        try:
+            scope.store.finish_run(scope.run_id, scope.status, scope.journal)
+        except StoreError as err:
+            scope.warn(f"could not record the end of run {scope.run_id!r}: {err}")
+        return suppress
+
+    async def __aenter__(self) -> run:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        return self.__exit__(exc_type, exc, tb)
+
+    def _resolve_store(self, cfg: Settings) -> CheckpointStore:
+        from spanpoint.stores import open_store
+
+        if self._store_arg is None:
+            return cfg.store
+        if isinstance(self._store_arg, str):
+            return open_store(self._store_arg)
+        return self._store_arg
+
+
+def current_trace_ids() -> tuple[str, str] | None:
+    """(trace id, span id) of the current span, as hex, or None when there is none."""
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")

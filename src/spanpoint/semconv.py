@@ -1,0 +1,131 @@
+"""Every attribute, event, metric and span name spanpoint emits, in one place.
+
+Names that exist in ``opentelemetry-semantic-conventions`` are re-exported from there.
+Names that upstream has not yet accepted are module-level ``Final`` constants with a
+comment naming the proposal they follow, so that renaming them later is a one-line change.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
+from opentelemetry.semconv.attributes import error_attributes as _error
+
+INSTRUMENTATION_NAME: Final = "spanpoint"
+
+# --- GenAI semantic conventions (upstream names) -------------------------------------
+GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_AGENT_NAME: Final = _gen_ai.GEN_AI_AGENT_NAME
+GEN_AI_AGENT_ID: Final = _gen_ai.GEN_AI_AGENT_ID
+GEN_AI_WORKFLOW_NAME: Final = _gen_ai.GEN_AI_WORKFLOW_NAME
+GEN_AI_CONVERSATION_ID: Final = _gen_ai.GEN_AI_CONVERSATION_ID
+GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_REQUEST_MAX_TOKENS: Final = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
+GEN_AI_REQUEST_TEMPERATURE: Final = _gen_ai.GEN_AI_REQUEST_TEMPERATURE
+GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_ID: Final = _gen_ai.GEN_AI_RESPONSE_ID
+GEN_AI_RESPONSE_FINISH_REASONS: Final = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = _gen_ai.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK
+GEN_AI_USAGE_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
+GEN_AI_TOOL_NAME: Final = _gen_ai.GEN_AI_TOOL_NAME
+GEN_AI_TOOL_CALL_ID: Final = _gen_ai.GEN_AI_TOOL_CALL_ID
+GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
+GEN_AI_INPUT_MESSAGES: Final = _gen_ai.GEN_AI_INPUT_MESSAGES
+GEN_AI_OUTPUT_MESSAGES: Final = _gen_ai.GEN_AI_OUTPUT_MESSAGES
+ERROR_TYPE: Final = _error.ERROR_TYPE
+
+# gen_ai.operation.name values used by spanpoint.
+OP_INVOKE_AGENT: Final = "invoke_agent"
+# Proposed upstream for workflow (non-agent) graphs: open-telemetry/semantic-conventions #2912.
+OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
+OP_CHAT: Final = "chat"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+
+# Metrics (upstream names).
+METRIC_GEN_AI_OPERATION_DURATION: Final = _gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION
+METRIC_GEN_AI_TOKEN_USAGE: Final = _gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE
+
+# --- LangGraph lifecycle (candidate upstream names; align, do not invent rivals) -------
+# Proposed in the GenAI SIG's agent-framework lifecycle work (gen_ai.agent.* events).
+EVENT_AGENT_PAUSED: Final = "gen_ai.agent.paused"
+EVENT_AGENT_RESUMED: Final = "gen_ai.agent.resumed"
+EVENT_AGENT_CHECKPOINTED: Final = "gen_ai.agent.checkpointed"
+GEN_AI_AGENT_CHECKPOINT_ID: Final = "gen_ai.agent.checkpoint.id"
+
+# LangGraph-specific attributes (no upstream proposal yet; namespaced to the framework).
+LANGGRAPH_THREAD_ID: Final = "langgraph.thread.id"
+LANGGRAPH_CHECKPOINT_NS: Final = "langgraph.checkpoint.ns"
+LANGGRAPH_NEXT_NODES: Final = "langgraph.next_nodes"
+LANGGRAPH_INTERRUPT_COUNT: Final = "langgraph.interrupt.count"
+LANGGRAPH_INTERRUPT_IDS: Final = "langgraph.interrupt.ids"
+LANGGRAPH_NODE: Final = "langgraph.node"
+LANGGRAPH_STREAM_MODE: Final = "langgraph.stream.mode"
+
+# --- spanpoint's own names -----------------------------------------------------------
+SPAN_RUN: Final = "spanpoint.run"
+
+RUN_ID: Final = "spanpoint.run.id"
+RUN_NAME: Final = "spanpoint.run.name"
+RUN_ATTEMPT: Final = "spanpoint.run.attempt"
+RUN_STATUS: Final = "spanpoint.run.status"
+RUN_COMMIT_FAILURES: Final = "spanpoint.run.commit_failures"
+
+BOUNDARY_KIND: Final = "spanpoint.boundary.kind"
+BOUNDARY_NAME: Final = "spanpoint.boundary.name"
+BOUNDARY_PATH: Final = "spanpoint.boundary.path"
+BOUNDARY_ORDINAL: Final = "spanpoint.boundary.ordinal"
+CHECKPOINT_KEY: Final = "spanpoint.checkpoint.key"
+REPLAYED: Final = "spanpoint.replayed"
+STRATEGY: Final = "spanpoint.strategy"
+STATUS: Final = "spanpoint.status"
+SERIALIZATION_ERROR: Final = "spanpoint.serialization.error"
+STORE_ERROR: Final = "spanpoint.store.error"
+WARNINGS: Final = "spanpoint.warnings"
+
+# Boundary kinds (values of spanpoint.boundary.kind).
+KIND_GRAPH_CALL: Final = "graph_call"
+KIND_MODEL_CALL: Final = "model_call"
+KIND_TOOL_CALL: Final = "tool_call"
+KIND_STEP: Final = "step"
+BOUNDARY_KINDS: Final = frozenset({KIND_GRAPH_CALL, KIND_MODEL_CALL, KIND_TOOL_CALL, KIND_STEP})
+
+# Span events (records, never boundaries).
+EVENT_CHECKPOINT_COMMIT_FAILED: Final = "spanpoint.checkpoint.commit_failed"
+EVENT_REPLAYED: Final = "spanpoint.replayed"
+EVENT_STREAM_CHUNK: Final = "spanpoint.stream.chunk"
+EVENT_CALLBACK: Final = "spanpoint.callback"
+EVENT_WAITING: Final = "spanpoint.run.waiting"
+
+# Log record event names.
+LOG_RUN_SUMMARY: Final = "spanpoint.run_summary"
+
+# spanpoint's own metrics.
+METRIC_BOUNDARIES: Final = "spanpoint.boundaries"
+METRIC_GRAPH_CALLS: Final = "spanpoint.graph.calls"
+METRIC_GRAPH_CALL_DURATION: Final = "spanpoint.graph.call.duration"
+METRIC_INTERRUPTS: Final = "spanpoint.interrupts"
+METRIC_REPLAYS: Final = "spanpoint.replays"
+METRIC_GUARD_DETECTIONS: Final = "spanpoint.guard.detections"
+METRIC_GUARD_TERMINATIONS: Final = "spanpoint.guard.terminations"
+
+# Guard attributes and events.
+GUARD_STEP: Final = "spanpoint.guard.step"
+GUARD_TOKENS: Final = "spanpoint.guard.tokens"
+GUARD_TOKENS_ESTIMATED: Final = "spanpoint.guard.tokens.estimated"
+GUARD_COST_USD: Final = "spanpoint.guard.cost_usd"
+GUARD_STATE: Final = "spanpoint.guard.state"
+GUARD_PATTERN: Final = "spanpoint.guard.pattern"
+GUARD_CONFIDENCE: Final = "spanpoint.guard.confidence"
+GUARD_EVIDENCE: Final = "spanpoint.guard.evidence"
+GUARD_REASON: Final = "spanpoint.guard.reason"
+EVENT_GUARD_DETECTION: Final = "spanpoint.guard.detection"
+EVENT_GUARD_REFLECTION: Final = "spanpoint.guard.reflection"
+EVENT_GUARD_RECOVERED: Final = "spanpoint.guard.recovered"
+EVENT_GUARD_TERMINATED: Final = "spanpoint.guard.terminated"
+EVENT_GUARD_RESUMED: Final = "spanpoint.guard.resumed"

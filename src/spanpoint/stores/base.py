@@ -1,0 +1,229 @@
+"""The checkpoint store interface and its records.
+
+A store keeps, per run: the run record (attempts, last status), one checkpoint per committed
+boundary, a journal of the boundaries each attempt replayed or failed, durable waits, and
+short leases that make a boundary single-flight across workers. Every implementation passes
+``tests/stores/test_conformance.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted"]
+BoundaryStatus = Literal["ok", "error", "replayed"]
+ClaimState = Literal["committed", "acquired", "held"]
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The committed output of one completed boundary.
+
+    ``output_type``/``output`` are what :func:`spanpoint.serde.dumps` produced; ``view`` is a
+    small, redacted, JSON-safe description for humans (never the raw input).
+    """
+
+    key: str
+    run_id: str
+    path: str
+    name: str
+    kind: str
+    ordinal: int
+    output_type: str
+    output: bytes
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None = None
+    attempt: int = 1
+    started_at_ns: int = 0
+    ended_at_ns: int = 0
+    view: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (
+            f"Checkpoint(run_id={self.run_id!r}, path={self.path!r}, ordinal={self.ordinal}, "
+            f"kind={self.kind!r}, key={self.key[:12]}…, {len(self.output)} bytes)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryRecord:
+    """One boundary as one attempt saw it: executed ok, failed, or replayed."""
+
+    run_id: str
+    attempt: int
+    key: str
+    path: str
+    name: str
+    kind: str
+    status: BoundaryStatus
+    span_id: str
+    parent_span_id: str | None
+    started_at_ns: int
+    ended_at_ns: int
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A durable run as the store knows it."""
+
+    run_id: str
+    name: str | None
+    attempts: int
+    status: RunStatus
+    created_at: float
+    updated_at: float
+    committed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """A durable wait: a named input a run needs before it can go on."""
+
+    run_id: str
+    name: str
+    question: str | None
+    schema: dict[str, Any] | None
+    value_json: str | None
+    created_at: float
+    provided_at: float | None = None
+
+    @property
+    def provided(self) -> bool:
+        """Whether a value has been provided for this wait."""
+        return self.value_json is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The answer to :meth:`CheckpointStore.claim`.
+
+    ``committed``: the boundary is done, ``checkpoint`` holds it. ``acquired``: this worker
+    holds the lease and must execute. ``held``: another live worker holds it until
+    ``expires_at`` (epoch seconds).
+    """
+
+    state: ClaimState
+    checkpoint: Checkpoint | None = None
+    owner: str | None = None
+    expires_at: float | None = None
+
+
+def new_owner_id() -> str:
+    """A lease owner id: host, pid and a random part (so a reused pid is a new owner)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def owner_is_dead_here(owner: str) -> bool:
+    """True when ``owner`` names a process on this host that no longer exists.
+
+    A lease of a dead local process can be taken at once instead of waiting for it to expire,
+    which is what makes a killed-then-rerun process on one machine continue immediately.
+    """
+    try:
+        host, pid_text, _ = owner.rsplit(":", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Where checkpoints, run records, journals, waits and leases live.
+
+    Every method raises :class:`spanpoint.errors.StoreError` (or a subclass) on failure, with
+    a message naming the store. Writes are idempotent where stated.
+    """
+
+    #: A short human name for errors and ``spanpoint doctor`` (``sqlite:/path``, ``memory``).
+    description: str
+
+    def start_run(self, run_id: str, name: str | None) -> int:
+        """Record that ``run_id`` starts an attempt; return its 1-based attempt number."""
+        ...
+
+    def finish_run(
+        self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
+    ) -> None:
+        """Set the run's last status and append the attempt's journal, in one write."""
+        ...
+
+    def get(self, key: str) -> Checkpoint | None:
+        """The checkpoint committed under ``key``, or None."""
+        ...
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+        """Look ``key`` up and, if it is not committed, try to take its lease, in one trip."""
+        ...
+
+    def release(self, key: str, owner: str) -> None:
+        """Drop ``owner``'s lease on ``key`` (no-op when it holds none)."""
+        ...
+
+    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        """Commit ``checkpoint`` and release ``owner``'s lease in one write.
+
+        The first commit of a key wins; a later one changes nothing and returns False.
+        """
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run record of ``run_id``, or None."""
+        ...
+
+    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
+        """Runs, newest first, optionally only those with ``status``."""
+        ...
+
+    def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        """The run's checkpoints in commit order."""
+        ...
+
+    def list_journal(self, run_id: str) -> list[BoundaryRecord]:
+        """The run's journal (replayed and failed boundaries) in the order written."""
+        ...
+
+    def record_wait(
+        self, run_id: str, name: str, question: str | None, schema: dict[str, Any] | None
+    ) -> WaitRecord:
+        """Store a wait (idempotent) and return it as stored, with any provided value."""
+        ...
+
+    def provide_input(self, run_id: str, name: str, value_json: str) -> WaitRecord:
+        """Provide the value of a wait (creates the wait when the run has not reached it)."""
+        ...
+
+    def list_waits(self, *, pending_only: bool = True) -> list[WaitRecord]:
+        """Stored waits, pending ones only by default."""
+        ...
+
+    def delete_runs_older_than(self, seconds: float) -> int:
+        """Delete runs not updated for ``seconds`` with everything they own; return how many."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and file handles. The store is unusable afterwards."""
+        ...

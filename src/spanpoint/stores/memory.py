@@ -1,0 +1,154 @@
+"""An in-process checkpoint store: for tests and for runs that need no restart durability."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from spanpoint.stores.base import (
+    BoundaryRecord,
+    Checkpoint,
+    Claim,
+    RunRecord,
+    RunStatus,
+    WaitRecord,
+    owner_is_dead_here,
+)
+
+
+class MemoryStore:
+    """A thread-safe store kept in this process's memory. Nothing survives the process."""
+
+    description = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, RunRecord] = {}
+        self._checkpoints: dict[str, Checkpoint] = {}
+        self._journal: dict[str, list[BoundaryRecord]] = {}
+        self._waits: dict[tuple[str, str], WaitRecord] = {}
+        self._leases: dict[str, tuple[str, float]] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(runs={len(self._runs)}, checkpoints={len(self._checkpoints)})"
+
+    def start_run(self, run_id: str, name: str | None) -> int:
+        now = time.time()
+        with self._lock:
+            old = self._runs.get(run_id)
+            if old is None:
+                rec = RunRecord(run_id, name, 1, "running", now, now)
+            else:
+                rec = replace(
+                    old,
+                    attempts=old.attempts + 1,
+                    status="running",
+                    updated_at=now,
+                    name=name or old.name,
+                )
+            self._runs[run_id] = rec
+            return rec.attempts
+
+    def finish_run(
+        self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
+    ) -> None:
+        with self._lock:
+            old = self._runs.get(run_id)
+            if old is not None:
+                self._runs[run_id] = replace(old, status=status, updated_at=time.time())
+            self._journal.setdefault(run_id, []).extend(journal)
+
+    def get(self, key: str) -> Checkpoint | None:
+        return self._checkpoints.get(key)
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+        now = time.time()
+        with self._lock:
+            done = self._checkpoints.get(key)
+            if done is not None:
+                return Claim("committed", checkpoint=done)
+            held = self._leases.get(key)
+            if held and held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
+                return Claim("held", owner=held[0], expires_at=held[1])
+            self._leases[key] = (owner, now + ttl_s)
+            return Claim("acquired", owner=owner, expires_at=now + ttl_s)
+
+    def release(self, key: str, owner: str) -> None:
+        with self._lock:
+            if self._leases.get(key, ("",))[0] == owner:
+                del self._leases[key]
+
+    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        with self._lock:
+            if owner is not None and self._leases.get(checkpoint.key, ("",))[0] == owner:
+                del self._leases[checkpoint.key]
+            if checkpoint.key in self._checkpoints:
+                return False
+            self._checkpoints[checkpoint.key] = checkpoint
+            run = self._runs.get(checkpoint.run_id)
+            if run is not None:
+                self._runs[checkpoint.run_id] = replace(run, committed=run.committed + 1)
+            return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
+        with self._lock:
+            runs = [r for r in self._runs.values() if status is None or r.status == status]
+        return sorted(runs, key=lambda r: r.updated_at, reverse=True)[:limit]
+
+    def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        with self._lock:
+            return [c for c in self._checkpoints.values() if c.run_id == run_id]
+
+    def list_journal(self, run_id: str) -> list[BoundaryRecord]:
+        with self._lock:
+            return list(self._journal.get(run_id, ()))
+
+    def record_wait(
+        self, run_id: str, name: str, question: str | None, schema: dict[str, Any] | None
+    ) -> WaitRecord:
+        with self._lock:
+            rec = self._waits.get((run_id, name))
+            if rec is None:
+                rec = WaitRecord(run_id, name, question, schema, None, time.time())
+                self._waits[(run_id, name)] = rec
+            elif rec.question is None and rec.schema is None:
+                rec = replace(rec, question=question, schema=schema)
+                self._waits[(run_id, name)] = rec
+            return rec
+
+    def provide_input(self, run_id: str, name: str, value_json: str) -> WaitRecord:
+        now = time.time()
+        with self._lock:
+            old = self._waits.get((run_id, name))
+            rec = (
+                WaitRecord(run_id, name, None, None, value_json, now, now)
+                if old is None
+                else replace(old, value_json=value_json, provided_at=now)
+            )
+            self._waits[(run_id, name)] = rec
+            return rec
+
+    def list_waits(self, *, pending_only: bool = True) -> list[WaitRecord]:
+        with self._lock:
+            waits = list(self._waits.values())
+        return [w for w in waits if not (pending_only and w.provided)]
+
+    def delete_runs_older_than(self, seconds: float) -> int:
+        cutoff = time.time() - seconds
+        with self._lock:
+            old = {r for r, rec in self._runs.items() if rec.updated_at < cutoff}
+            for run_id in old:
+                del self._runs[run_id]
+                self._journal.pop(run_id, None)
+            self._checkpoints = {k: c for k, c in self._checkpoints.items() if c.run_id not in old}
+            self._waits = {k: w for k, w in self._waits.items() if k[0] not in old}
+            return len(old)
+
+    def close(self) -> None:
+        """Nothing to release; kept for the protocol."""

@@ -1,0 +1,430 @@
+"""The embedded default store: one SQLite file, WAL mode, safe for several local processes.
+
+The file is created with mode 0600 (checkpoints hold agent outputs). Writes use
+``BEGIN IMMEDIATE`` so concurrent processes serialize on SQLite's lock and wait on
+``busy_timeout`` rather than fail. ``synchronous=NORMAL`` with WAL survives a killed process
+(what replay needs); it may lose the last commits on power loss, which only means those
+boundaries execute again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from spanpoint.errors import CorruptCheckpointError, StoreError, StoreUnavailableError
+from spanpoint.stores.base import (
+    BoundaryRecord,
+    Checkpoint,
+    Claim,
+    RunRecord,
+    RunStatus,
+    WaitRecord,
+    owner_is_dead_here,
+)
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        name TEXT,
+        attempts INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE checkpoints (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        ordinal INTEGER NOT NULL,
+        output_type TEXT NOT NULL,
+        output BLOB NOT NULL,
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        attempt INTEGER NOT NULL,
+        started_at_ns INTEGER NOT NULL,
+        ended_at_ns INTEGER NOT NULL,
+        view TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    );
+    CREATE INDEX checkpoints_run ON checkpoints (run_id, seq);
+    CREATE TABLE journal (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        path TEXT NOT NULL,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        started_at_ns INTEGER NOT NULL,
+        ended_at_ns INTEGER NOT NULL,
+        error TEXT
+    );
+    CREATE INDEX journal_run ON journal (run_id, seq);
+    CREATE TABLE waits (
+        run_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        question TEXT,
+        schema TEXT,
+        value_json TEXT,
+        created_at REAL NOT NULL,
+        provided_at REAL,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE leases (
+        key TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
+}
+
+_CHECKPOINT_COLUMNS = (
+    "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
+    "parent_span_id, attempt, started_at_ns, ended_at_ns, view"
+)
+
+
+class SqliteStore:
+    """A checkpoint store in one SQLite file (default ``.spanpoint/checkpoints.db``)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path).expanduser()
+        self.description = f"sqlite:{self.path}"
+        self._lock = threading.RLock()
+        self._conn = self._open(busy_timeout_s)
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    # --- connection and schema ---------------------------------------------------------
+
+    def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            conn = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn)
+            return conn
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailableError(
+                f"cannot open the checkpoint store {self.description}: {exc}. Check that the "
+                "path is a readable, writable SQLite file (or remove it to start empty), or "
+                "point SPANPOINT_STORE at another file"
+            ) from exc
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS spanpoint_meta (k TEXT PRIMARY KEY, v TEXT)")
+            row = conn.execute("SELECT v FROM spanpoint_meta WHERE k='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailableError(
+                    f"{self.description} has schema version {version}, newer than this "
+                    f"spanpoint understands ({SCHEMA_VERSION}); upgrade spanpoint"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO spanpoint_meta VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        with self._lock:
+            try:
+                if not write:
+                    return fn(self._conn)
+                with self._transaction() as conn:
+                    return fn(conn)
+            except StoreError:
+                raise
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.description}: {operation} failed: {exc}") from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, name: str | None) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            now = time.time()
+            row = conn.execute(
+                "INSERT INTO runs VALUES (?, ?, 1, 'running', ?, ?) ON CONFLICT(run_id) DO UPDATE "
+                "SET attempts = attempts + 1, status = 'running', updated_at = excluded.updated_at,"
+                " name = COALESCE(excluded.name, runs.name) RETURNING attempts",
+                (run_id, name, now, now),
+            ).fetchone()
+            return int(row[0])
+
+        return self._run("start_run", op, write=True)
+
+    def finish_run(
+        self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
+    ) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                (status, time.time(), run_id),
+            )
+            conn.executemany(
+                "INSERT INTO journal (run_id, attempt, key, path, name, kind, status, span_id, "
+                "parent_span_id, started_at_ns, ended_at_ns, error) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.run_id,
+                        r.attempt,
+                        r.key,
+                        r.path,
+                        r.name,
+                        r.kind,
+                        r.status,
+                        r.span_id,
+                        r.parent_span_id,
+                        r.started_at_ns,
+                        r.ended_at_ns,
+                        r.error,
+                    )
+                    for r in journal
+                ],
+            )
+
+        self._run("finish_run", op, write=True)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        runs = self._select_runs("WHERE r.run_id = ?", (run_id,), 1)
+        return runs[0] if runs else None
+
+    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
+        if status is None:
+            return self._select_runs("", (), limit)
+        return self._select_runs("WHERE r.status = ?", (status,), limit)
+
+    def _select_runs(self, where: str, params: tuple[Any, ...], limit: int) -> list[RunRecord]:
+        sql = (
+            "SELECT r.run_id, r.name, r.attempts, r.status, r.created_at, r.updated_at, "
+            "(SELECT COUNT(*) FROM checkpoints c WHERE c.run_id = r.run_id) "
+            f"FROM runs r {where} ORDER BY r.updated_at DESC LIMIT ?"
+        )
+        rows = self._run(
+            "list_runs", lambda c: c.execute(sql, (*params, limit)).fetchall(), write=False
+        )
+        return [RunRecord(*row) for row in rows]
+
+    # --- checkpoints and leases ----------------------------------------------------------
+
+    def get(self, key: str) -> Checkpoint | None:
+        sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ?"
+        row = self._run("get", lambda c: c.execute(sql, (key,)).fetchone(), write=False)
+        return None if row is None else self._checkpoint(row)
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+        def op(conn: sqlite3.Connection) -> Claim | tuple[str, float]:
+            row = conn.execute(
+                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None:
+                return Claim("committed", checkpoint=self._checkpoint(row))
+            now = time.time()
+            held = conn.execute(
+                "SELECT owner, expires_at FROM leases WHERE key = ?", (key,)
+            ).fetchone()
+            if held and held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
+                return Claim("held", owner=held[0], expires_at=held[1])
+            conn.execute(
+                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (key, owner, now + ttl_s)
+            )
+            return Claim("acquired", owner=owner, expires_at=now + ttl_s)
+
+        return self._run("claim", op, write=True)  # type: ignore[return-value]
+
+    def release(self, key: str, owner: str) -> None:
+        self._run(
+            "release",
+            lambda c: c.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner)),
+            write=True,
+        )
+
+    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        cp = checkpoint
+
+        def op(conn: sqlite3.Connection) -> bool:
+            if owner is not None:
+                conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (cp.key, owner))
+            cur = conn.execute(
+                f"INSERT OR IGNORE INTO checkpoints ({_CHECKPOINT_COLUMNS}, seq) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoints))",
+                (
+                    cp.key,
+                    cp.run_id,
+                    cp.path,
+                    cp.name,
+                    cp.kind,
+                    cp.ordinal,
+                    cp.output_type,
+                    cp.output,
+                    cp.trace_id,
+                    cp.span_id,
+                    cp.parent_span_id,
+                    cp.attempt,
+                    cp.started_at_ns,
+                    cp.ended_at_ns,
+                    json.dumps(cp.view),
+                ),
+            )
+            return cur.rowcount == 1
+
+        return self._run("put", op, write=True)
+
+    def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq"
+        rows = self._run(
+            "list_checkpoints", lambda c: c.execute(sql, (run_id,)).fetchall(), write=False
+        )
+        return [self._checkpoint(row) for row in rows]
+
+    def list_journal(self, run_id: str) -> list[BoundaryRecord]:
+        sql = (
+            "SELECT run_id, attempt, key, path, name, kind, status, span_id, parent_span_id, "
+            "started_at_ns, ended_at_ns, error FROM journal WHERE run_id = ? ORDER BY seq"
+        )
+        rows = self._run(
+            "list_journal", lambda c: c.execute(sql, (run_id,)).fetchall(), write=False
+        )
+        return [BoundaryRecord(*row) for row in rows]
+
+    def _checkpoint(self, row: tuple[Any, ...]) -> Checkpoint:
+        try:
+            *head, view = row
+            if not isinstance(head[7], bytes) or not isinstance(head[6], str):
+                raise TypeError("output column is not a blob with a type tag")
+            return Checkpoint(*head, view=json.loads(view))
+        except (TypeError, ValueError) as exc:
+            raise CorruptCheckpointError(
+                f"{self.description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); it "
+                "will execute again and be re-committed under a fresh store"
+            ) from exc
+
+    # --- waits ---------------------------------------------------------------------------
+
+    def record_wait(
+        self, run_id: str, name: str, question: str | None, schema: dict[str, Any] | None
+    ) -> WaitRecord:
+        def op(conn: sqlite3.Connection) -> WaitRecord:
+            conn.execute(
+                "INSERT INTO waits (run_id, name, question, schema, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id, name) DO UPDATE SET "
+                "question = COALESCE(waits.question, excluded.question), "
+                "schema = COALESCE(waits.schema, excluded.schema)",
+                (run_id, name, question, _json_or_none(schema), time.time()),
+            )
+            return self._wait(conn, run_id, name)
+
+        return self._run("record_wait", op, write=True)
+
+    def provide_input(self, run_id: str, name: str, value_json: str) -> WaitRecord:
+        def op(conn: sqlite3.Connection) -> WaitRecord:
+            now = time.time()
+            conn.execute(
+                "INSERT INTO waits (run_id, name, value_json, created_at, provided_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id, name) DO UPDATE SET "
+                "value_json = excluded.value_json, provided_at = excluded.provided_at",
+                (run_id, name, value_json, now, now),
+            )
+            return self._wait(conn, run_id, name)
+
+        return self._run("provide_input", op, write=True)
+
+    def list_waits(self, *, pending_only: bool = True) -> list[WaitRecord]:
+        where = "WHERE value_json IS NULL" if pending_only else ""
+        sql = (
+            "SELECT run_id, name, question, schema, value_json, created_at, provided_at "
+            f"FROM waits {where} ORDER BY created_at"
+        )
+        rows = self._run("list_waits", lambda c: c.execute(sql).fetchall(), write=False)
+        return [_wait_record(row) for row in rows]
+
+    def _wait(self, conn: sqlite3.Connection, run_id: str, name: str) -> WaitRecord:
+        row = conn.execute(
+            "SELECT run_id, name, question, schema, value_json, created_at, provided_at "
+            "FROM waits WHERE run_id = ? AND name = ?",
+            (run_id, name),
+        ).fetchone()
+        return _wait_record(row)
+
+    # --- retention -----------------------------------------------------------------------
+
+    def delete_runs_older_than(self, seconds: float) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            cutoff = time.time() - seconds
+            old = [
+                r[0]
+                for r in conn.execute("SELECT run_id FROM runs WHERE updated_at < ?", (cutoff,))
+            ]
+            for table in ("checkpoints", "journal", "waits", "runs"):
+                conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in old])
+            return len(old)
+
+        return self._run("delete_runs_older_than", op, write=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _json_or_none(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True)
+
+
+def _wait_record(row: tuple[Any, ...]) -> WaitRecord:
+    run_id, name, question, schema, value_json, created_at, provided_at = row
+    return WaitRecord(
+        run_id,
+        name,
+        question,
+        None if schema is None else json.loads(schema),
+        value_json,
+        created_at,
+        provided_at,
+    )
