@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -27,12 +27,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from opentelemetry.sdk.trace.sampling import _get_from_env_or_default
 
 from spanpoint import semconv
+from spanpoint.capture import CapturePolicy
 from spanpoint.errors import ConfigurationError
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
-
-if TYPE_CHECKING:
-    from spanpoint.capture import CapturePolicy
 
 __version__ = "0.1.0"
 
@@ -50,7 +48,7 @@ class Settings:
     lease_ttl_s: float = 300.0
     lease_wait_timeout_s: float = 600.0
     trace_destination: str = ""
-    capture: CapturePolicy | None = None
+    capture: CapturePolicy = field(default_factory=CapturePolicy.from_env)
     _store: CheckpointStore | None = field(default=None, repr=False)
     _tracer: trace.Tracer | None = field(default=None, repr=False)
 
@@ -96,7 +94,8 @@ def configure(
         tracer_provider: the provider to use; default the global one, or a new SDK provider
             (set as global) when the application has none.
         strict: raise instead of warning when an output cannot be serialized or committed.
-        capture: the capture policy for graph, model and tool data (metadata-first default).
+        capture: the capture policy for graph, model and tool data. Default: the previous
+            one, else ``CapturePolicy.from_env()`` (metadata first, message text off).
         lease_ttl_s: how long a worker's claim on a boundary lasts before another may take it.
         lease_wait_timeout_s: how long a worker waits for another's live boundary to commit.
         trace_file: where traces go when no OTLP endpoint is configured.
@@ -111,7 +110,7 @@ def configure(
             tracer_provider=provider,
             trace_destination=destination,
             strict=bool(strict) if strict is not None else bool(previous and previous.strict),
-            capture=capture if capture is not None else (previous.capture if previous else None),
+            capture=capture or (previous.capture if previous else CapturePolicy.from_env()),
         )
         if lease_ttl_s is not None:
             settings.lease_ttl_s = lease_ttl_s
