@@ -1,0 +1,159 @@
+"""The ``spanpoint`` command: look at durable runs in a checkpoint store.
+
+``spanpoint runs`` lists runs; ``spanpoint show RUN_ID`` prints a run's boundaries as a tree
+per attempt (executed, replayed or failed, with durations); ``spanpoint doctor`` says where
+checkpoints and traces go. Nothing imports this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from spanpoint import __version__
+from spanpoint.errors import SpanpointError
+from spanpoint.stores import CheckpointStore, open_store
+
+app = typer.Typer(
+    name="spanpoint",
+    help="Durable runs for LangGraph agents: a checkpoint is a span.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+console = Console()
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store address: a SQLite path, 'memory' or a postgresql:// URL "
+        "(default: $SPANPOINT_STORE, else .spanpoint/checkpoints.db).",
+        envvar="SPANPOINT_STORE",
+        show_default=False,
+    ),
+]
+
+
+def _open(address: str | None) -> CheckpointStore:
+    try:
+        return open_store(address)
+    except SpanpointError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _when(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@app.command()
+def runs(
+    store: StoreOption = None,
+    limit: Annotated[int, typer.Option(help="How many runs to list, newest first.")] = 50,
+) -> None:
+    """List the durable runs in the store."""
+    st = _open(store)
+    records = st.list_runs(limit=limit)
+    if not records:
+        console.print(f"no runs in {st.description}")
+        return
+    table = Table(title=f"runs in {st.description}")
+    for column in ("run id", "name", "attempts", "committed", "last status", "updated"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            r.run_id, r.name or "", str(r.attempts), str(r.committed), r.status, _when(r.updated_at)
+        )
+    console.print(table)
+
+
+@dataclass
+class _Node:
+    label: str
+    span_id: str
+    parent_span_id: str | None
+    started_at_ns: int
+    children: list[_Node] = field(default_factory=list)
+
+
+_MARKS = {"ok": "[green]✓ executed[/]", "replayed": "[cyan]↺ replayed[/]", "error": "[red]✗ failed"}
+
+
+def _duration(start_ns: int, end_ns: int) -> str:
+    ms = max(0, end_ns - start_ns) / 1e6
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+@app.command()
+def show(run_id: str, store: StoreOption = None) -> None:
+    """Print a run's boundaries as a tree, one tree per attempt."""
+    st = _open(store)
+    record = st.get_run(run_id)
+    if record is None:
+        console.print(f"[red]no run {run_id!r} in {st.description}[/]; see `spanpoint runs`")
+        raise typer.Exit(1)
+    attempts: dict[int, list[_Node]] = defaultdict(list)
+    for cp in st.list_checkpoints(run_id):
+        took = _duration(cp.started_at_ns, cp.ended_at_ns)
+        label = f"{cp.kind} [bold]{cp.path}[/]  {_MARKS['ok']}  {took}"
+        attempts[cp.attempt].append(_Node(label, cp.span_id, cp.parent_span_id, cp.started_at_ns))
+    for j in st.list_journal(run_id):
+        mark = _MARKS[j.status] + (
+            f": {j.error}[/]" if j.error else ("[/]" if j.status == "error" else "")
+        )
+        label = f"{j.kind} [bold]{j.path}[/]  {mark}  {_duration(j.started_at_ns, j.ended_at_ns)}"
+        attempts[j.attempt].append(_Node(label, j.span_id, j.parent_span_id, j.started_at_ns))
+    title = (
+        f"run [bold]{run_id}[/] ({record.name or 'unnamed'}) — {record.attempts} attempt(s), "
+        f"last status {record.status}"
+    )
+    root = Tree(title)
+    for attempt in range(1, record.attempts + 1):
+        branch = root.add(f"attempt {attempt}")
+        _attach(branch, attempts.get(attempt, []))
+    console.print(root)
+
+
+def _attach(branch: Tree, nodes: list[_Node]) -> None:
+    by_span = {n.span_id: n for n in nodes}
+    roots: list[_Node] = []
+    for node in sorted(nodes, key=lambda n: n.started_at_ns):
+        parent = by_span.get(node.parent_span_id or "")
+        (parent.children if parent else roots).append(node)
+    if not roots:
+        branch.add("[dim]no boundary recorded (the attempt may have crashed before any commit)[/]")
+
+    def add(tree: Tree, node: _Node) -> None:
+        sub = tree.add(node.label)
+        for child in node.children:
+            add(sub, child)
+
+    for node in roots:
+        add(branch, node)
+
+
+@app.command()
+def doctor(store: StoreOption = None) -> None:
+    """Say which store and trace destination spanpoint would use, and check the store opens."""
+    import os
+
+    from spanpoint.config import DEFAULT_TRACE_FILE, otlp_endpoint
+
+    console.print(f"spanpoint {__version__}")
+    st = _open(store)
+    console.print(f"store: {st.description} ({len(st.list_runs(limit=1_000_000))} runs)")
+    endpoint = otlp_endpoint()
+    trace_file = os.environ.get("SPANPOINT_TRACE_FILE", DEFAULT_TRACE_FILE)
+    console.print(f"traces: {'OTLP ' + endpoint if endpoint else 'file ' + trace_file}")
+
+
+def main() -> None:
+    """Entry point of the ``spanpoint`` console script."""
+    app()
