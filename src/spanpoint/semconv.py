@@ -66,6 +66,10 @@ LANGGRAPH_INTERRUPT_COUNT: Final = "langgraph.interrupt.count"
 LANGGRAPH_INTERRUPT_IDS: Final = "langgraph.interrupt.ids"
 LANGGRAPH_NODE: Final = "langgraph.node"
 LANGGRAPH_STREAM_MODE: Final = "langgraph.stream.mode"
+LANGGRAPH_CHECKPOINT_ID: Final = "langgraph.checkpoint.id"
+LANGGRAPH_TASK_ID: Final = "langgraph.task.id"
+LANGGRAPH_INTERRUPT_ID: Final = "langgraph.interrupt.id"
+LANGGRAPH_CHECKPOINTER: Final = "langgraph.checkpointer"
 
 # --- spanpoint's own names -----------------------------------------------------------
 SPAN_RUN: Final = "spanpoint.run"
@@ -101,6 +105,14 @@ EVENT_REPLAYED: Final = "spanpoint.replayed"
 EVENT_STREAM_CHUNK: Final = "spanpoint.stream.chunk"
 EVENT_CALLBACK: Final = "spanpoint.callback"
 EVENT_WAITING: Final = "spanpoint.run.waiting"
+
+# Stream chunk events (spanpoint.stream.chunk) and the stream's totals on its span.
+STREAM_INDEX: Final = "spanpoint.stream.index"
+STREAM_KEYS: Final = "spanpoint.stream.keys"
+STREAM_CONTENT: Final = "spanpoint.stream.content"
+STREAM_CHUNKS: Final = "spanpoint.stream.chunks"
+STREAM_EVENTS_DROPPED: Final = "spanpoint.stream.events_dropped"
+EVENTS_DROPPED: Final = "spanpoint.events.dropped"
 
 # Log record event names.
 LOG_RUN_SUMMARY: Final = "spanpoint.run_summary"

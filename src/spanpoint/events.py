@@ -1,0 +1,189 @@
+"""Span events: records of what happened inside a boundary, never boundaries themselves.
+
+Stream chunks (and, through the same helper, LangChain callbacks) become *bounded* span
+events on the span that is current when they arrive. They are never committed and can never
+satisfy a replay: nothing here touches a checkpoint store (design invariant 4).
+
+Bounded means: at most ``max_events`` events per span from spanpoint (the rest are counted
+in ``spanpoint.events.dropped``), attribute values cut by the capture policy (bytes, items),
+and content — message text, state values — only when the policy opts in.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
+
+from spanpoint import semconv
+from spanpoint.capture import CapturePolicy, truncate
+
+#: Events spanpoint adds to one span before it only counts them.
+MAX_EVENTS_PER_SPAN = 64
+
+_COUNTS: weakref.WeakKeyDictionary[trace.Span, int] = weakref.WeakKeyDictionary()
+_COUNTS_LOCK = threading.Lock()
+
+
+def _policy(policy: CapturePolicy | None) -> CapturePolicy:
+    if policy is not None:
+        return policy
+    from spanpoint.config import settings
+
+    return settings().capture
+
+
+def bound_attributes(
+    attributes: Mapping[str, Any], policy: CapturePolicy | None = None
+) -> dict[str, AttributeValue]:
+    """OTel-valid, bounded attribute values: primitives kept, strings cut, the rest as JSON.
+
+    ``None`` values are dropped; sequences of primitives keep at most ``max_items`` items (as
+    strings when their types are mixed); anything else goes through ``policy.to_json``, which
+    redacts secret keys.
+    """
+    pol = _policy(policy)
+    out: dict[str, AttributeValue] = {}
+    for key, value in attributes.items():
+        if value is None:
+            continue
+        if isinstance(value, bool | int | float):
+            out[key] = value
+        elif isinstance(value, str):
+            out[key] = truncate(value, pol.max_bytes)
+        elif isinstance(value, Sequence) and _primitive_items(value):
+            items = list(value)[: pol.max_items]
+            if len({type(v) for v in items}) > 1 or any(isinstance(v, str) for v in items):
+                out[key] = [truncate(str(v), pol.max_bytes) for v in items]
+            else:
+                out[key] = items
+        else:
+            out[key] = pol.to_json(value)
+    return out
+
+
+def _primitive_items(value: Sequence[Any]) -> bool:
+    return all(isinstance(v, str | bool | int | float) for v in value)
+
+
+def add_bounded_event(
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    span: trace.Span | None = None,
+    policy: CapturePolicy | None = None,
+    max_events: int = MAX_EVENTS_PER_SPAN,
+) -> bool:
+    """Add event ``name`` to ``span`` (default: the current span) within the per-span budget.
+
+    Returns whether the event was added. Over budget, the event is only counted in the span's
+    ``spanpoint.events.dropped`` attribute. Never raises: events are best effort.
+    """
+    target = span if span is not None else trace.get_current_span()
+    if not target.is_recording():
+        return False
+    try:
+        with _COUNTS_LOCK:
+            count = _COUNTS.get(target, 0) + 1
+            _COUNTS[target] = count
+        if count > max_events:
+            target.set_attribute(semconv.EVENTS_DROPPED, count - max_events)
+            return False
+        target.add_event(name, bound_attributes(attributes or {}, policy))
+    except Exception:  # an event must never break the call it observes
+        return False
+    return True
+
+
+class StreamRecorder:
+    """Turns LangGraph stream chunks into ``spanpoint.stream.chunk`` events on one span.
+
+    Understands every chunk shape ``stream``/``astream`` yields: a bare payload (one mode),
+    ``(mode, payload)`` (several modes), ``(namespace, …)`` (``subgraphs=True``) and the v2
+    ``{"type", "ns", "data"}`` parts. The chunk itself is yielded to the caller untouched.
+    """
+
+    __slots__ = ("_first_chunk_at", "_multi", "_started", "_subgraphs", "count", "policy", "span")
+
+    def __init__(
+        self,
+        span: trace.Span,
+        *,
+        stream_mode: str | Sequence[str] | None = None,
+        subgraphs: bool = False,
+        policy: CapturePolicy | None = None,
+    ) -> None:
+        self.span = span
+        self.policy = _policy(policy)
+        self.count = 0
+        self._multi = stream_mode is not None and not isinstance(stream_mode, str)
+        self._subgraphs = subgraphs
+        self._started = time.monotonic()
+        self._first_chunk_at: float | None = None
+        if span.is_recording() and stream_mode is not None:
+            modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+            span.set_attribute(semconv.LANGGRAPH_STREAM_MODE, modes)
+
+    def record(self, chunk: Any) -> None:
+        """Record one chunk as a bounded event (never raises)."""
+        self.count += 1
+        if self._first_chunk_at is None:
+            self._first_chunk_at = time.monotonic()
+        if not self.span.is_recording():
+            return
+        try:
+            namespace, mode, payload = self._split(chunk)
+            attrs = self._describe(mode, payload)
+        except Exception:  # an unexpected chunk shape is still counted
+            namespace, attrs = (), {}
+        attrs[semconv.STREAM_INDEX] = self.count - 1
+        if namespace:
+            attrs[semconv.LANGGRAPH_CHECKPOINT_NS] = "|".join(namespace)
+        add_bounded_event(semconv.EVENT_STREAM_CHUNK, attrs, span=self.span, policy=self.policy)
+
+    def finish(self) -> None:
+        """Put the stream's totals on the span: chunk count and time to the first chunk."""
+        if not self.span.is_recording():
+            return
+        self.span.set_attribute(semconv.STREAM_CHUNKS, self.count)
+        if self._first_chunk_at is not None:
+            self.span.set_attribute(
+                semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self._first_chunk_at - self._started
+            )
+
+    def _split(self, chunk: Any) -> tuple[tuple[str, ...], str | None, Any]:
+        if isinstance(chunk, dict) and "type" in chunk and "data" in chunk and "ns" in chunk:
+            return tuple(chunk["ns"] or ()), str(chunk["type"]), chunk["data"]
+        namespace: tuple[str, ...] = ()
+        if self._subgraphs and isinstance(chunk, tuple) and len(chunk) >= 2:
+            namespace, chunk = tuple(chunk[0]), chunk[1:] if len(chunk) > 2 else chunk[1]
+        if self._multi and isinstance(chunk, tuple) and len(chunk) == 2:
+            return namespace, str(chunk[0]), chunk[1]
+        return namespace, None, chunk
+
+    def _describe(self, mode: str | None, payload: Any) -> dict[str, Any]:
+        attrs: dict[str, Any] = {semconv.LANGGRAPH_STREAM_MODE: mode}
+        policy = self.policy
+        if mode == "messages" and isinstance(payload, tuple) and len(payload) == 2:
+            message, metadata = payload
+            if isinstance(metadata, Mapping):
+                attrs[semconv.LANGGRAPH_NODE] = metadata.get("langgraph_node")
+            if policy.content_on_events:
+                attrs[semconv.STREAM_CONTENT] = policy.to_json(message)
+            return attrs
+        if mode == "tasks" and isinstance(payload, Mapping):
+            attrs[semconv.LANGGRAPH_NODE] = payload.get("name")
+            attrs[semconv.LANGGRAPH_TASK_ID] = payload.get("id")
+        elif isinstance(payload, Mapping):
+            keys = [str(k) for k in payload]
+            attrs[semconv.STREAM_KEYS] = keys
+            if mode == "updates":
+                attrs[semconv.LANGGRAPH_NODE] = [k for k in keys if not k.startswith("__")]
+        if policy.capture_state:
+            attrs[semconv.STREAM_CONTENT] = policy.to_json(payload)
+        return attrs
