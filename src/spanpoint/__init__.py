@@ -11,6 +11,8 @@ Running the same durable run again returns committed outputs instead of executin
 ...     write_report(load_ticket("42"))
 """
 
+from typing import TYPE_CHECKING
+
 from spanpoint.config import Settings, configure, settings
 from spanpoint.errors import (
     ConfigurationError,
@@ -24,14 +26,20 @@ from spanpoint.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from spanpoint.policy import CallCheckpointPolicy
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.run import current_run, run
 from spanpoint.step import step
 from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_store
 
+if TYPE_CHECKING:
+    from spanpoint.middleware import CheckpointMiddleware
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "CallCheckpointPolicy",
+    "CheckpointMiddleware",
     "CheckpointSpanProcessor",
     "CheckpointStore",
     "ConfigurationError",
@@ -56,3 +64,12 @@ __all__ = [
     "settings",
     "step",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # CheckpointMiddleware imports langchain.agents (over a second): load it on first use.
+    if name == "CheckpointMiddleware":
+        from spanpoint.middleware import CheckpointMiddleware
+
+        return CheckpointMiddleware
+    raise AttributeError(f"module 'spanpoint' has no attribute {name!r}")

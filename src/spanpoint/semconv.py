@@ -38,6 +38,9 @@ GEN_AI_TOOL_TYPE: Final = _gen_ai.GEN_AI_TOOL_TYPE
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS
 GEN_AI_INPUT_MESSAGES: Final = _gen_ai.GEN_AI_INPUT_MESSAGES
 GEN_AI_OUTPUT_MESSAGES: Final = _gen_ai.GEN_AI_OUTPUT_MESSAGES
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = _gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
+GEN_AI_TOOL_DESCRIPTION: Final = _gen_ai.GEN_AI_TOOL_DESCRIPTION
+GEN_AI_TOOL_CALL_RESULT: Final = _gen_ai.GEN_AI_TOOL_CALL_RESULT
 ERROR_TYPE: Final = _error.ERROR_TYPE
 
 # gen_ai.operation.name values used by spanpoint.
@@ -91,6 +94,10 @@ STATUS: Final = "spanpoint.status"
 SERIALIZATION_ERROR: Final = "spanpoint.serialization.error"
 STORE_ERROR: Final = "spanpoint.store.error"
 WARNINGS: Final = "spanpoint.warnings"
+# Model/tool calls (middleware): a call's CallCheckpointPolicy mode when it is not
+# "checkpoint", and what kind of value a tool returned ("command" for a LangGraph Command).
+CALL_MODE: Final = "spanpoint.call.mode"
+TOOL_RESULT_TYPE: Final = "spanpoint.tool.result_type"
 
 # Boundary kinds (values of spanpoint.boundary.kind).
 KIND_GRAPH_CALL: Final = "graph_call"
