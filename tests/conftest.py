@@ -6,6 +6,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,3 +106,79 @@ def _isolated_spanpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     reset_for_tests()
     yield
     reset_for_tests()
+
+
+# --- PostgreSQL (tests marked `postgres`) -------------------------------------------------
+# scripts/test.sh starts a throwaway server (scripts/services.d/postgres.sh) and exports its
+# DSN; a bare `pytest` starts one itself. Never a fake database: when no server can be
+# started the tests skip loudly, and in CI (CI=true) they fail.
+
+PG_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pg.sh"
+
+
+@dataclass
+class PgServer:
+    """A PostgreSQL server for tests: its DSN and, when this process started it, its folder."""
+
+    dsn: str
+    folder: str | None = None
+
+    @classmethod
+    def start(cls) -> PgServer:
+        """Start a private server with scripts/pg.sh (fsync off: tests kill clients, not it)."""
+        env = {**os.environ, "PG_FSYNC": "off"}
+        out = subprocess.run(
+            ["bash", str(PG_SCRIPT), "start"], capture_output=True, text=True, env=env, timeout=600
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"scripts/pg.sh start failed: {out.stderr.strip()[-2000:]}")
+        exports = dict(re.findall(r"export (\w+)='([^']*)'", out.stdout))
+        return cls(exports["SPANPOINT_PG_DSN"], exports["SPANPOINT_PG_DIR"])
+
+    def control(self, action: str) -> None:
+        """``pause`` (stop, keep data), ``resume`` or ``stop`` (and delete) this server."""
+        assert self.folder, "only a server this process started can be controlled"
+        subprocess.run(["bash", str(PG_SCRIPT), action, self.folder], check=True, timeout=120)
+
+    def fresh_database(self) -> str:
+        """Create an empty database and return its DSN."""
+        import psycopg
+
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.dsn.rsplit("/", 1)[0] + "/" + name
+
+
+def pg_unavailable(reason: str) -> None:
+    """Fail in CI, skip loudly elsewhere."""
+    message = f"PostgreSQL is not available: {reason}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI=true: postgres tests must run)", pytrace=False)
+    print(f"\n*** SKIPPING postgres tests: {message} ***", file=sys.stderr)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The session's PostgreSQL server ($SPANPOINT_TEST_PG_DSN, or one started now)."""
+    dsn = os.environ.get("SPANPOINT_TEST_PG_DSN")
+    if dsn:
+        yield PgServer(dsn)
+        return
+    try:
+        server = PgServer.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        pg_unavailable(str(exc))
+    yield server
+    server.control("stop")
+
+
+@pytest.fixture
+def pg_dsn(pg_server: PgServer) -> str:
+    """The DSN of a fresh, empty database on the session's server."""
+    try:
+        return pg_server.fresh_database()
+    except Exception as exc:
+        pg_unavailable(f"cannot create a database on {pg_server.dsn}: {exc}")
+        raise

@@ -1,0 +1,442 @@
+"""The shared store: PostgreSQL, for many workers on many machines (``spanpoint[postgres]``).
+
+Select it with ``SPANPOINT_STORE=postgresql://user@host/db`` or ``configure(store=...)``.
+Tables are named ``spanpoint_*`` and created in the connection's current schema (pick one with
+``?options=-csearch_path%3Dmyschema``) by versioned migrations, applied under an advisory lock so
+pods starting together migrate once.
+
+A boundary's lease lives on its checkpoint row: a *pending* row (no output yet) carries the
+owner and the expiry, taken from the server's clock so pods' clocks never matter. ``claim`` is
+one statement that either sees the committed output, takes the lease (new, expired, or its
+own), or reports the live holder; ``put`` is one statement that fills the row, first writer
+wins. A store keeps the leases it holds alive with a heartbeat thread, so a body may run longer
+than the TTL; when the process dies the heartbeat stops and the lease expires ``ttl_s`` later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from spanpoint.errors import CorruptCheckpointError, StoreError, StoreUnavailableError
+from spanpoint.stores.base import (
+    BoundaryRecord,
+    Checkpoint,
+    Claim,
+    RunRecord,
+    RunStatus,
+    WaitRecord,
+    owner_is_dead_here,
+)
+from spanpoint.stores.postgres_sql import (
+    CLAIM,
+    COLS,
+    EPOCH,
+    MIGRATIONS,
+    PUT,
+    RUN_SELECT,
+    SCHEMA_VERSION,
+    WAIT_COLS,
+)
+
+T = TypeVar("T")
+logger = logging.getLogger("spanpoint")
+
+
+class PostgresStore:
+    """A checkpoint store in PostgreSQL, shared by every worker that points at it.
+
+    Args:
+        dsn: a libpq URL or key=value string. Its ``connect_timeout`` (seconds) also bounds how
+            long an operation waits for a pooled connection (default 10).
+        min_connections / max_connections: the connection pool's size. A worker runs one
+            boundary statement at a time per thread, plus the lease heartbeat.
+    """
+
+    def __init__(self, dsn: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
+        self.description = _describe(dsn)
+        self._held: dict[tuple[str, str], float] = {}
+        self._held_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        try:
+            timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 10)
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"{self.description} is not a valid DSN: {exc}") from exc
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=min_connections,
+            max_size=max(min_connections, max_connections),
+            kwargs={"autocommit": True},
+            timeout=timeout,
+            open=False,
+            name="spanpoint",
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            self._migrate()
+        except (psycopg.Error, StoreError) as exc:
+            self._pool.close()
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreUnavailableError(
+                f"cannot reach the checkpoint store {self.description}: {exc}. Check that the "
+                "server is running and the URL (host, port, database, user) is right, or point "
+                "SPANPOINT_STORE at another store"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.description!r})"
+
+    # --- connections and schema ----------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('spanpoint.migrate'))")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS spanpoint_migrations "
+                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = conn.execute("SELECT max(version) FROM spanpoint_migrations").fetchone()
+            version = (row[0] if row else None) or 0
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailableError(
+                    f"{self.description} has schema version {version}, newer than this "
+                    f"spanpoint understands ({SCHEMA_VERSION}); upgrade spanpoint"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                conn.execute(sql.SQL(MIGRATIONS[target - 1]))  # type: ignore[arg-type]
+                conn.execute("INSERT INTO spanpoint_migrations (version) VALUES (%s)", (target,))
+
+    def _run(self, operation: str, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        try:
+            with self._pool.connection() as conn:
+                return fn(conn)
+        except StoreError:
+            raise
+        except psycopg.OperationalError as exc:
+            # A dead server leaves dead connections in the pool: drop them now rather than
+            # fail once per pooled connection after it comes back.
+            threading.Thread(target=self._pool.check, daemon=True).start()
+            raise StoreUnavailableError(
+                f"{self.description}: {operation} failed, the store is unreachable: {exc}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.description}: {operation} failed: {exc}") from exc
+
+    def _fetchall(
+        self, operation: str, query: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        def op(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            cur = conn.execute(query, params)  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description is not None else []
+
+        return self._run(operation, op)
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, name: str | None) -> int:
+        rows = self._fetchall(
+            "start_run",
+            "INSERT INTO spanpoint_runs AS r (run_id, name, attempts, status) "
+            "VALUES (%s, %s, 1, 'running') ON CONFLICT (run_id) DO UPDATE SET "
+            "attempts = r.attempts + 1, status = 'running', updated_at = now(), "
+            "name = COALESCE(excluded.name, r.name) RETURNING attempts",
+            (run_id, name),
+        )
+        return int(rows[0][0])
+
+    def finish_run(
+        self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
+    ) -> None:
+        def op(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.execute(
+                    "UPDATE spanpoint_runs SET status = %s, updated_at = now() WHERE run_id = %s",
+                    (status, run_id),
+                )
+                cur.executemany(
+                    "INSERT INTO spanpoint_journal (run_id, attempt, key, path, name, kind, "
+                    "status, span_id, parent_span_id, started_at_ns, ended_at_ns, error) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [_journal_row(r) for r in journal],
+                )
+
+        self._run("finish_run", op)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        rows = self._fetchall("get_run", RUN_SELECT + "WHERE r.run_id = %s", (run_id,))
+        return RunRecord(*rows[0]) if rows else None
+
+    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
+        where = "WHERE r.status = %s " if status is not None else ""
+        params = (status, limit) if status is not None else (limit,)
+        query = RUN_SELECT + where + "ORDER BY r.updated_at DESC LIMIT %s"
+        return [RunRecord(*row) for row in self._fetchall("list_runs", query, params)]
+
+    # --- checkpoints and leases ----------------------------------------------------------
+
+    def get(self, key: str) -> Checkpoint | None:
+        rows = self._fetchall(
+            "get",
+            f"SELECT {COLS} FROM spanpoint_checkpoints WHERE key = %s AND output IS NOT NULL",
+            (key,),
+        )
+        return self._checkpoint(rows[0]) if rows else None
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+        rows = self._fetchall("claim", CLAIM, {"key": key, "owner": owner, "ttl": ttl_s})
+        if not rows:  # the row appeared after this statement's snapshot: ask again soon
+            return Claim("held", owner=None, expires_at=0.0)
+        state, holder, expires_at, *cols = rows[0]
+        if state == "committed":
+            return Claim("committed", checkpoint=self._checkpoint(cols))
+        if state == "held" and holder and owner_is_dead_here(holder):
+            rows = self._fetchall(
+                "claim",
+                "UPDATE spanpoint_checkpoints SET lease_owner = %s, "
+                "lease_expires_at = now() + make_interval(secs => %s) WHERE key = %s "
+                "AND output IS NULL AND lease_owner = %s "
+                f"RETURNING {EPOCH.format('lease_expires_at')}",
+                (owner, ttl_s, key, holder),
+            )
+            if not rows:
+                return Claim("held", owner=holder, expires_at=expires_at)
+            state, holder, expires_at = "acquired", owner, rows[0][0]
+        if state == "acquired":
+            self._hold(key, owner, ttl_s)
+        return Claim(state, owner=holder, expires_at=expires_at)
+
+    def release(self, key: str, owner: str) -> None:
+        self._unhold(key, owner)
+        self._run(
+            "release",
+            lambda c: c.execute(
+                "DELETE FROM spanpoint_checkpoints WHERE key = %s AND lease_owner = %s "
+                "AND output IS NULL",
+                (key, owner),
+            ),
+        )
+
+    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        cp = checkpoint
+        if owner is not None:
+            self._unhold(cp.key, owner)
+        params = (
+            cp.key,
+            cp.run_id,
+            cp.path,
+            cp.name,
+            cp.kind,
+            cp.ordinal,
+            cp.output_type,
+            cp.output,
+            cp.trace_id,
+            cp.span_id,
+            cp.parent_span_id,
+            cp.attempt,
+            cp.started_at_ns,
+            cp.ended_at_ns,
+            json.dumps(cp.view),
+        )
+        return bool(self._fetchall("put", PUT, params))
+
+    def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
+        rows = self._fetchall(
+            "list_checkpoints",
+            f"SELECT {COLS} FROM spanpoint_checkpoints WHERE run_id = %s "
+            "AND output IS NOT NULL ORDER BY seq",
+            (run_id,),
+        )
+        return [self._checkpoint(row) for row in rows]
+
+    def list_journal(self, run_id: str) -> list[BoundaryRecord]:
+        rows = self._fetchall(
+            "list_journal",
+            "SELECT run_id, attempt, key, path, name, kind, status, span_id, parent_span_id, "
+            "started_at_ns, ended_at_ns, error FROM spanpoint_journal WHERE run_id = %s "
+            "ORDER BY seq",
+            (run_id,),
+        )
+        return [BoundaryRecord(*row) for row in rows]
+
+    def _checkpoint(self, row: Sequence[Any]) -> Checkpoint:
+        try:
+            *head, view = row
+            if not isinstance(head[7], bytes) or not isinstance(head[6], str):
+                raise TypeError("output column is not a blob with a type tag")
+            return Checkpoint(*head, view=json.loads(view))
+        except (TypeError, ValueError) as exc:
+            raise CorruptCheckpointError(
+                f"{self.description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); the "
+                "boundary executes instead of replaying. Delete the row to re-commit it"
+            ) from exc
+
+    # --- lease heartbeat -----------------------------------------------------------------
+
+    def _hold(self, key: str, owner: str, ttl_s: float) -> None:
+        with self._held_lock:
+            self._held[(key, owner)] = ttl_s
+            if self._heartbeat is None or not self._heartbeat.is_alive():
+                self._heartbeat = threading.Thread(
+                    target=self._renew_forever, name="spanpoint-lease-heartbeat", daemon=True
+                )
+                self._heartbeat.start()
+
+    def _unhold(self, key: str, owner: str) -> None:
+        with self._held_lock:
+            self._held.pop((key, owner), None)
+
+    def _renew_forever(self) -> None:
+        while True:
+            with self._held_lock:
+                if not self._held:
+                    self._heartbeat = None
+                    return
+                # A third of the shortest TTL: two renewals in a row may fail before expiry.
+                interval = min(self._held.values()) / 3
+            if self._stop.wait(interval):
+                return
+            with self._held_lock:
+                held = dict(self._held)
+            if held:
+                try:
+                    self.renew_leases(held)
+                except StoreError as exc:
+                    logger.warning("spanpoint: lease heartbeat failed: %s", exc)
+
+    def renew_leases(self, held: dict[tuple[str, str], float]) -> int:
+        """Push the expiry of the given (key, owner) leases ``ttl_s`` ahead; return how many.
+
+        The heartbeat calls this; a lease that was taken over or committed is not renewed and
+        is forgotten.
+        """
+        keys, owners, ttls = zip(*((k, o, t) for (k, o), t in held.items()), strict=True)
+        rows = self._fetchall(
+            "renew_leases",
+            "UPDATE spanpoint_checkpoints c SET lease_expires_at = now() "
+            "+ make_interval(secs => h.ttl) FROM unnest(%s::text[], %s::text[], %s::float8[]) "
+            "AS h(key, owner, ttl) WHERE c.key = h.key AND c.lease_owner = h.owner "
+            "AND c.output IS NULL RETURNING c.key, c.lease_owner",
+            (list(keys), list(owners), list(ttls)),
+        )
+        alive = {(k, o) for k, o in rows}
+        with self._held_lock:
+            for lease in set(held) - alive:
+                self._held.pop(lease, None)
+        return len(alive)
+
+    # --- waits ---------------------------------------------------------------------------
+
+    def record_wait(
+        self, run_id: str, name: str, question: str | None, schema: dict[str, Any] | None
+    ) -> WaitRecord:
+        rows = self._fetchall(
+            "record_wait",
+            "INSERT INTO spanpoint_waits AS w (run_id, name, question, schema) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, name) DO UPDATE SET "
+            "question = COALESCE(w.question, excluded.question), "
+            "schema = COALESCE(w.schema, excluded.schema) "
+            f"RETURNING {WAIT_COLS}",
+            (run_id, name, question, _json_or_none(schema)),
+        )
+        return _wait_record(rows[0])
+
+    def provide_input(self, run_id: str, name: str, value_json: str) -> WaitRecord:
+        rows = self._fetchall(
+            "provide_input",
+            "INSERT INTO spanpoint_waits AS w (run_id, name, value_json, provided_at) "
+            "VALUES (%s, %s, %s, now()) ON CONFLICT (run_id, name) DO UPDATE SET "
+            "value_json = excluded.value_json, provided_at = excluded.provided_at "
+            f"RETURNING {WAIT_COLS}",
+            (run_id, name, value_json),
+        )
+        return _wait_record(rows[0])
+
+    def list_waits(self, *, pending_only: bool = True) -> list[WaitRecord]:
+        where = "WHERE value_json IS NULL " if pending_only else ""
+        query = f"SELECT {WAIT_COLS} FROM spanpoint_waits {where}ORDER BY created_at"
+        rows = self._fetchall("list_waits", query, ())
+        return [_wait_record(row) for row in rows]
+
+    # --- retention -----------------------------------------------------------------------
+
+    def delete_runs_older_than(self, seconds: float) -> int:
+        rows = self._fetchall(
+            "delete_runs_older_than",
+            """
+            WITH old AS (
+                DELETE FROM spanpoint_runs
+                WHERE updated_at < now() - make_interval(secs => %(s)s) RETURNING run_id
+            ), checkpoints AS (
+                DELETE FROM spanpoint_checkpoints WHERE run_id IN (SELECT run_id FROM old)
+            ), stale_leases AS (
+                DELETE FROM spanpoint_checkpoints WHERE output IS NULL
+                    AND lease_expires_at < now() - make_interval(secs => %(s)s)
+            ), journal AS (
+                DELETE FROM spanpoint_journal WHERE run_id IN (SELECT run_id FROM old)
+            ), waits AS (
+                DELETE FROM spanpoint_waits WHERE run_id IN (SELECT run_id FROM old)
+            )
+            SELECT count(*) FROM old
+            """,
+            {"s": seconds},
+        )
+        return int(rows[0][0])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._pool.close()
+
+
+def _describe(dsn: str) -> str:
+    """``postgresql://user@host:port/db``: what errors show, never the password."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "postgresql://<unparsable DSN>"
+    user = f"{info['user']}@" if info.get("user") else ""
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{info.get('host', '')}{port}/{info.get('dbname', '')}"
+
+
+def _journal_row(r: BoundaryRecord) -> tuple[Any, ...]:
+    return (
+        r.run_id,
+        r.attempt,
+        r.key,
+        r.path,
+        r.name,
+        r.kind,
+        r.status,
+        r.span_id,
+        r.parent_span_id,
+        r.started_at_ns,
+        r.ended_at_ns,
+        r.error,
+    )
+
+
+def _json_or_none(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True)
+
+
+def _wait_record(row: Sequence[Any]) -> WaitRecord:
+    run_id, name, question, schema, value_json, created_at, provided_at = row
+    return WaitRecord(
+        run_id,
+        name,
+        question,
+        None if schema is None else json.loads(schema),
+        value_json,
+        created_at,
+        provided_at,
+    )

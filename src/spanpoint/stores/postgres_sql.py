@@ -1,0 +1,135 @@
+"""The SQL of :mod:`spanpoint.stores.postgres`: versioned migrations and its statements.
+
+Kept apart so the store's logic reads on its own and the schema can be reviewed in one place.
+"""
+
+from __future__ import annotations
+
+#: Schema migrations, applied in order; version N is ``MIGRATIONS[N - 1]``. Append, never edit.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE spanpoint_runs (
+        run_id text PRIMARY KEY,
+        name text,
+        attempts integer NOT NULL,
+        status text NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX spanpoint_runs_updated ON spanpoint_runs (updated_at);
+    CREATE SEQUENCE spanpoint_commit_seq;
+    CREATE TABLE spanpoint_checkpoints (
+        key text PRIMARY KEY,
+        run_id text,
+        path text,
+        name text,
+        kind text,
+        ordinal integer,
+        output_type text,
+        output bytea,
+        trace_id text,
+        span_id text,
+        parent_span_id text,
+        attempt integer,
+        started_at_ns bigint,
+        ended_at_ns bigint,
+        view text,
+        seq bigint,
+        committed_at timestamptz,
+        lease_owner text,
+        lease_expires_at timestamptz
+    );
+    CREATE INDEX spanpoint_checkpoints_run ON spanpoint_checkpoints (run_id, seq);
+    CREATE INDEX spanpoint_checkpoints_pending ON spanpoint_checkpoints (lease_expires_at)
+        WHERE output IS NULL;
+    CREATE TABLE spanpoint_journal (
+        seq bigserial PRIMARY KEY,
+        run_id text NOT NULL,
+        attempt integer NOT NULL,
+        key text NOT NULL,
+        path text NOT NULL,
+        name text NOT NULL,
+        kind text NOT NULL,
+        status text NOT NULL,
+        span_id text NOT NULL,
+        parent_span_id text,
+        started_at_ns bigint NOT NULL,
+        ended_at_ns bigint NOT NULL,
+        error text
+    );
+    CREATE INDEX spanpoint_journal_run ON spanpoint_journal (run_id, seq);
+    CREATE TABLE spanpoint_waits (
+        run_id text NOT NULL,
+        name text NOT NULL,
+        question text,
+        schema text,
+        value_json text,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        provided_at timestamptz,
+        PRIMARY KEY (run_id, name)
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+COLS = (
+    "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
+    "parent_span_id, attempt, started_at_ns, ended_at_ns, view"
+)
+NULL_COLS = ", ".join(["NULL"] * len(COLS.split(",")))
+EPOCH = "extract(epoch FROM {})::float8"
+LEASE_FREE = (
+    "c.output IS NULL AND (c.lease_owner IS NULL OR c.lease_owner = excluded.lease_owner "
+    "OR c.lease_expires_at <= now())"
+)
+
+# One statement, one round trip. `done` reads the committed row from the statement's snapshot;
+# `taken` upserts the lease, and ON CONFLICT judges the *latest* row version, so a commit that
+# lands after the snapshot can never be mistaken for a free lease. A row neither sees (it
+# appeared after the snapshot) yields no result: the caller reports "held" and asks again.
+CLAIM = f"""
+WITH done AS (
+    SELECT {COLS} FROM spanpoint_checkpoints WHERE key = %(key)s AND output IS NOT NULL
+), taken AS (
+    INSERT INTO spanpoint_checkpoints AS c (key, lease_owner, lease_expires_at)
+    SELECT %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s)
+    WHERE NOT EXISTS (SELECT 1 FROM done)
+    ON CONFLICT (key) DO UPDATE
+        SET lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at
+        WHERE {LEASE_FREE}
+    RETURNING c.lease_owner, c.lease_expires_at
+)
+SELECT 'committed', NULL, NULL::float8, {COLS} FROM done
+UNION ALL
+SELECT 'acquired', lease_owner, {EPOCH.format("lease_expires_at")}, {NULL_COLS} FROM taken
+UNION ALL
+SELECT 'held', c.lease_owner, {EPOCH.format("c.lease_expires_at")}, {NULL_COLS}
+    FROM spanpoint_checkpoints c
+    WHERE c.key = %(key)s AND c.output IS NULL
+      AND NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM taken)
+"""
+
+PUT = f"""
+INSERT INTO spanpoint_checkpoints AS c ({COLS}, seq, committed_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+        nextval('spanpoint_commit_seq'), now())
+ON CONFLICT (key) DO UPDATE SET
+    {", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in COLS.split(",")[1:])},
+    seq = excluded.seq, committed_at = excluded.committed_at,
+    lease_owner = NULL, lease_expires_at = NULL
+    WHERE c.output IS NULL
+RETURNING 1
+"""
+
+RUN_SELECT = f"""
+SELECT r.run_id, r.name, r.attempts, r.status, {EPOCH.format("r.created_at")},
+    {EPOCH.format("r.updated_at")},
+    (SELECT count(*) FROM spanpoint_checkpoints c
+        WHERE c.run_id = r.run_id AND c.output IS NOT NULL)
+FROM spanpoint_runs r
+"""
+
+WAIT_COLS = (
+    f"run_id, name, question, schema, value_json, {EPOCH.format('created_at')}, "
+    f"{EPOCH.format('provided_at')}"
+)

@@ -1,0 +1,433 @@
+"""The store conformance suite: every CheckpointStore behaves the same (memory, SQLite, Postgres).
+
+Each test runs against each store. What only some stores can do (survive a process, be shared
+by several processes, hold a corrupted row, fail to open) is tested on those that can.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from spanpoint.errors import CorruptCheckpointError, StoreError, StoreUnavailableError
+from spanpoint.stores import MemoryStore, SqliteStore, open_store
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
+
+WRITER = Path(__file__).parent / "concurrent_writer.py"
+
+
+@dataclass
+class Subject:
+    """A store under test, with what a test needs to reach around its API."""
+
+    kind: str
+    store: CheckpointStore
+    address: str | None  # None: the store cannot be reopened (memory)
+    sql: Callable[[str, tuple[object, ...]], None] | None = None  # raw write, for corruption
+
+    def reopen(self) -> CheckpointStore:
+        assert self.address is not None
+        return open_store(self.address)
+
+
+def _sqlite_sql(path: Path) -> Callable[[str, tuple[object, ...]], None]:
+    def run(query: str, params: tuple[object, ...]) -> None:
+        import sqlite3
+
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                query.replace("%s", "?").replace("spanpoint_checkpoints", "checkpoints"), params
+            )
+
+    return run
+
+
+def _pg_sql(dsn: str) -> Callable[[str, tuple[object, ...]], None]:
+    def run(query: str, params: tuple[object, ...]) -> None:
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(query, params)  # type: ignore[arg-type]
+
+    return run
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    kind = request.param
+    if kind == "memory":
+        yield Subject(kind, MemoryStore(), None)
+        return
+    if kind == "sqlite":
+        path = tmp_path / "conformance.db"
+        subject = Subject(kind, SqliteStore(path), str(path), _sqlite_sql(path))
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        subject = Subject(kind, open_store(dsn), dsn, _pg_sql(dsn))
+    yield subject
+    subject.store.close()
+
+
+def durable(subject: Subject) -> None:
+    if subject.address is None:
+        pytest.skip(f"the {subject.kind} store lives in one process")
+
+
+def cp(key: str, run_id: str = "run-1", output: bytes = b'"out"', **kw: object) -> Checkpoint:
+    fields: dict[str, object] = {
+        "key": key,
+        "run_id": run_id,
+        "path": "outer/step",
+        "name": "step",
+        "kind": "step",
+        "ordinal": 0,
+        "output_type": "json",
+        "output": output,
+        "trace_id": "ab" * 16,
+        "span_id": "cd" * 8,
+    }
+    fields.update(kw)
+    return Checkpoint(**fields)  # type: ignore[arg-type]
+
+
+def record(run_id: str, attempt: int, key: str, status: str = "replayed") -> BoundaryRecord:
+    return BoundaryRecord(run_id, attempt, key, "p", "n", "step", status, "ef" * 8, None, 1, 2)  # type: ignore[arg-type]
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+def test_attempts_count_up_and_status_follows_the_last_attempt(subject: Subject) -> None:
+    store = subject.store
+    assert store.get_run("run-1") is None
+    assert [store.start_run("run-1", "triage") for _ in range(3)] == [1, 2, 3]
+    run = store.get_run("run-1")
+    assert run is not None
+    assert (run.name, run.attempts, run.status, run.committed) == ("triage", 3, "running", 0)
+    store.start_run("run-1", None)  # a nameless attempt keeps the name
+    store.finish_run("run-1", "failed")
+    run = store.get_run("run-1")
+    assert run is not None and (run.name, run.attempts, run.status) == ("triage", 4, "failed")
+    assert run.created_at <= run.updated_at
+
+
+def test_list_runs_newest_first_with_status_filter_and_limit(subject: Subject) -> None:
+    store = subject.store
+    for run_id in ("a", "b", "c"):
+        store.start_run(run_id, None)
+        time.sleep(0.01)
+    store.finish_run("b", "completed")
+    assert [r.run_id for r in store.list_runs()] == ["b", "c", "a"]
+    assert [r.run_id for r in store.list_runs(status="running")] == ["c", "a"]
+    assert [r.run_id for r in store.list_runs(status="completed")] == ["b"]
+    assert len(store.list_runs(limit=2)) == 2
+
+
+def test_committed_count_on_the_run_record(subject: Subject) -> None:
+    store = subject.store
+    store.start_run("run-1", None)
+    store.put(cp("k1"))
+    store.put(cp("k2"))
+    store.put(cp("k2"))
+    store.put(cp("other", run_id="run-2"))
+    run = store.get_run("run-1")
+    assert run is not None and run.committed == 2
+
+
+# --- get / put -------------------------------------------------------------------------------
+
+
+def test_put_then_get_round_trips_every_field(subject: Subject) -> None:
+    store = subject.store
+    original = cp(
+        "k1",
+        output=bytes(range(256)),
+        parent_span_id="12" * 8,
+        attempt=3,
+        started_at_ns=1_700_000_000_123_456_789,
+        ended_at_ns=1_700_000_000_987_654_321,
+        view={"tool": "lookup", "args": ["a", 1], "nested": {"ok": True}},
+        ordinal=7,
+    )
+    assert store.get("k1") is None
+    assert store.put(original) is True
+    assert store.get("k1") == original
+
+
+def test_first_writer_wins(subject: Subject) -> None:
+    store = subject.store
+    assert store.put(cp("k1", output=b'"first"')) is True
+    assert store.put(cp("k1", output=b'"second"')) is False
+    got = store.get("k1")
+    assert got is not None and got.output == b'"first"'
+
+
+def test_list_checkpoints_is_the_runs_commit_order(subject: Subject) -> None:
+    store = subject.store
+    for key in ("z", "a", "m"):
+        store.put(cp(key))
+    store.put(cp("x", run_id="run-2"))
+    assert [c.key for c in store.list_checkpoints("run-1")] == ["z", "a", "m"]
+    assert [c.key for c in store.list_checkpoints("run-2")] == ["x"]
+    assert store.list_checkpoints("nobody") == []
+
+
+def test_checkpoints_survive_reopening(subject: Subject) -> None:
+    durable(subject)
+    subject.store.start_run("run-1", None)
+    subject.store.put(cp("k1"))
+    subject.store.close()
+    subject.store = subject.reopen()
+    assert subject.store.get("k1") == cp("k1")
+    run = subject.store.get_run("run-1")
+    assert run is not None and run.attempts == 1
+
+
+# --- claims and leases -----------------------------------------------------------------------
+
+
+def test_claim_acquires_a_fresh_key_and_holds_it_against_others(subject: Subject) -> None:
+    store = subject.store
+    first = store.claim("k1", "host-a:1:aaa", 30.0)
+    assert first.state == "acquired" and first.owner == "host-a:1:aaa"
+    assert first.expires_at is not None and first.expires_at > time.time() + 20
+    second = store.claim("k1", "host-b:2:bbb", 30.0)
+    assert second.state == "held" and second.owner == "host-a:1:aaa"
+    assert second.checkpoint is None
+    again = store.claim("k1", "host-a:1:aaa", 30.0)  # its own lease: re-entrant
+    assert again.state == "acquired"
+
+
+def test_claim_of_a_committed_key_returns_the_checkpoint(subject: Subject) -> None:
+    store = subject.store
+    store.claim("k1", "host-a:1:aaa", 30.0)
+    assert store.put(cp("k1"), owner="host-a:1:aaa") is True
+    claim = store.claim("k1", "host-b:2:bbb", 30.0)
+    assert claim.state == "committed" and claim.checkpoint == cp("k1")
+
+
+def test_put_by_another_worker_still_commits_once(subject: Subject) -> None:
+    store = subject.store
+    store.claim("k1", "host-a:1:aaa", 30.0)
+    assert store.put(cp("k1", output=b'"b"'), owner="host-b:2:bbb") is True
+    assert store.put(cp("k1", output=b'"a"'), owner="host-a:1:aaa") is False
+    claim = store.claim("k1", "host-c:3:ccc", 30.0)
+    assert claim.state == "committed" and claim.checkpoint is not None
+    assert claim.checkpoint.output == b'"b"'
+
+
+def test_release_frees_the_lease_only_for_its_owner(subject: Subject) -> None:
+    store = subject.store
+    store.claim("k1", "host-a:1:aaa", 30.0)
+    store.release("k1", "host-b:2:bbb")  # not the owner: nothing happens
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
+    store.release("k1", "host-a:1:aaa")
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "acquired"
+    store.release("never-claimed", "host-a:1:aaa")
+
+
+def test_an_expired_lease_can_be_taken(subject: Subject) -> None:
+    store = subject.store
+    # The holder is another handle, closed as a crashed worker's would be: a live PostgresStore
+    # renews the leases it holds (see test_postgres_store.py).
+    holder = subject.reopen() if subject.address else store
+    holder.claim("k1", "host-a:1:aaa", 0.3)
+    if holder is not store:
+        holder.close()
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
+    time.sleep(0.5)
+    taken = store.claim("k1", "host-b:2:bbb", 30.0)
+    assert taken.state == "acquired" and taken.owner == "host-b:2:bbb"
+    assert store.claim("k1", "host-a:1:aaa", 30.0).state == "held"
+
+
+def _dead_local_owner() -> str:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{socket.gethostname()}:{child.pid}:deadbeef0000"
+
+
+def test_a_dead_local_owner_loses_its_lease_at_once(subject: Subject) -> None:
+    store = subject.store
+    store.claim("k1", _dead_local_owner(), 300.0)
+    taken = store.claim("k1", "host-b:2:bbb", 30.0)
+    assert taken.state == "acquired" and taken.owner == "host-b:2:bbb"
+
+
+def test_a_live_or_remote_owner_keeps_its_lease(subject: Subject) -> None:
+    store = subject.store
+    live = f"{socket.gethostname()}:{os.getppid()}:alive0000000"
+    store.claim("k1", live, 300.0)
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
+    store.claim("k2", f"another-host:{_dead_local_owner().split(':')[1]}:x", 300.0)
+    assert store.claim("k2", "host-b:2:bbb", 30.0).state == "held"
+
+
+# --- journal ---------------------------------------------------------------------------------
+
+
+def test_journal_is_appended_per_attempt_in_order(subject: Subject) -> None:
+    store = subject.store
+    store.start_run("run-1", None)
+    first = [record("run-1", 1, "k1"), record("run-1", 1, "k2", "error")]
+    store.finish_run("run-1", "failed", first)
+    store.start_run("run-1", None)
+    second = [record("run-1", 2, "k2")]
+    store.finish_run("run-1", "completed", second)
+    store.finish_run("run-2", "completed", [record("run-2", 1, "x")])
+    assert store.list_journal("run-1") == first + second
+    assert store.list_journal("nobody") == []
+    err = BoundaryRecord("run-1", 3, "k", "p", "n", "tool_call", "error", "1", "2", 5, 6, "Boom")
+    store.finish_run("run-1", "failed", [err])
+    assert store.list_journal("run-1")[-1] == err
+
+
+# --- waits -----------------------------------------------------------------------------------
+
+
+def test_wait_is_recorded_once_then_provided(subject: Subject) -> None:
+    store = subject.store
+    wait = store.record_wait("run-1", "approval", "Ship it?", {"type": "boolean"})
+    assert (wait.question, wait.schema, wait.provided) == ("Ship it?", {"type": "boolean"}, False)
+    again = store.record_wait("run-1", "approval", "Other question?", None)
+    assert again.question == "Ship it?" and again.created_at == wait.created_at
+    assert [w.name for w in store.list_waits()] == ["approval"]
+    provided = store.provide_input("run-1", "approval", "true")
+    assert provided.provided and provided.value_json == "true"
+    assert provided.provided_at is not None and provided.question == "Ship it?"
+    assert store.list_waits() == []
+    assert [w.value_json for w in store.list_waits(pending_only=False)] == ["true"]
+    assert store.record_wait("run-1", "approval", None, None).value_json == "true"
+
+
+def test_input_provided_before_the_run_reaches_the_wait(subject: Subject) -> None:
+    store = subject.store
+    early = store.provide_input("run-1", "budget", "12")
+    assert early.provided and early.question is None
+    later = store.record_wait("run-1", "budget", "How much?", {"type": "integer"})
+    assert later.value_json == "12" and later.question == "How much?"
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+def test_gc_deletes_old_runs_with_everything_they_own(subject: Subject) -> None:
+    store = subject.store
+    store.start_run("old", None)
+    store.put(cp("old-k", run_id="old"))
+    store.finish_run("old", "completed", [record("old", 1, "old-k")])
+    store.record_wait("old", "w", None, None)
+    time.sleep(0.6)
+    store.start_run("new", None)
+    store.put(cp("new-k", run_id="new"))
+    store.record_wait("new", "w", None, None)
+    assert store.delete_runs_older_than(3600) == 0
+    assert store.delete_runs_older_than(0.3) == 1
+    assert store.get_run("old") is None and store.get("old-k") is None
+    assert store.list_journal("old") == [] and store.list_checkpoints("old") == []
+    assert [w.run_id for w in store.list_waits()] == ["new"]
+    assert store.get("new-k") is not None and store.get_run("new") is not None
+
+
+# --- damaged and unreachable stores ----------------------------------------------------------
+
+
+def test_a_corrupted_row_is_an_error_naming_the_store_never_a_wrong_replay(
+    subject: Subject,
+) -> None:
+    if subject.sql is None:
+        pytest.skip("a memory store cannot hold a corrupted row")
+    store = subject.store
+    store.put(cp("k1"))
+    store.put(cp("k2"))
+    subject.sql("UPDATE spanpoint_checkpoints SET view = %s WHERE key = %s", ("{broken", "k1"))
+    # An output that is not bytes: a text value in SQLite, a type tag gone in PostgreSQL.
+    if subject.kind == "sqlite":
+        subject.sql("UPDATE spanpoint_checkpoints SET output = 'text' WHERE key = %s", ("k2",))
+    else:
+        subject.sql("UPDATE spanpoint_checkpoints SET output_type = NULL WHERE key = %s", ("k2",))
+    for key in ("k1", "k2"):
+        with pytest.raises(CorruptCheckpointError, match=store.description.split(":")[0]):
+            store.get(key)
+        with pytest.raises(StoreError):
+            store.claim(key, "host-a:1:aaa", 30.0)
+    store.put(cp("k3"))
+    assert store.get("k3") == cp("k3")
+
+
+def test_an_unreadable_store_fails_to_open_with_a_clear_error(
+    subject: Subject, tmp_path: Path
+) -> None:
+    if subject.kind == "memory":
+        pytest.skip("a memory store has nothing to read")
+    if subject.kind == "sqlite":
+        bad = tmp_path / "not-a-db.db"
+        bad.write_bytes(b"this is not a SQLite database at all" * 100)
+        address, expected = str(bad), "not-a-db.db"
+    else:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        address = f"postgresql://someone:hunter2@127.0.0.1:{port}/nowhere?connect_timeout=2"
+        expected = f"127.0.0.1:{port}/nowhere"
+    with pytest.raises(StoreUnavailableError, match=expected) as info:
+        open_store(address)
+    assert "hunter2" not in str(info.value)
+
+
+def test_a_store_written_by_a_newer_spanpoint_is_refused(subject: Subject) -> None:
+    durable(subject)
+    assert subject.sql is not None
+    subject.store.close()
+    if subject.kind == "sqlite":
+        subject.sql("UPDATE spanpoint_meta SET v = '999' WHERE k = 'schema_version'", ())
+    else:
+        subject.sql("INSERT INTO spanpoint_migrations (version) VALUES (999)", ())
+    with pytest.raises(StoreUnavailableError, match="upgrade spanpoint"):
+        subject.store = subject.reopen()
+    subject.store = MemoryStore()
+
+
+# --- several processes -----------------------------------------------------------------------
+
+
+def test_four_processes_writing_at_once(subject: Subject) -> None:
+    durable(subject)
+    assert subject.address is not None
+    keys = 40
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WRITER), subject.address, str(i), str(keys)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out))
+    store = subject.store
+    run = store.get_run("shared")
+    assert run is not None and run.attempts == 4 and run.status == "completed"
+    assert sorted(r["attempt"] for r in reports) == [1, 2, 3, 4]
+    winners = Counter(key for r in reports for key in r["acquired"])
+    assert winners == Counter({f"shared-{i}": 1 for i in range(keys)})
+    for r in reports:
+        for key in r["acquired"]:
+            got = store.get(key)
+            assert got is not None and json.loads(got.output) == {"worker": r["worker"]}
+    assert run.committed == keys + 4 * keys
+    assert len(store.list_journal("shared")) == 4 * keys
