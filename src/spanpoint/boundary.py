@@ -281,6 +281,7 @@ class _Execution:
         recording = span.is_recording()
         span.end()
         if staged is None:
+            self._release_unused_lease()
             return
         ctx = span.get_span_context()
         if not recording:
@@ -296,6 +297,18 @@ class _Execution:
             )
         if staged.error is not None:
             self._report_commit_failure(staged)
+
+    def _release_unused_lease(self) -> None:
+        # An output that is not committed (unserializable, or a span the body marked ERROR) is
+        # never put, and put is what frees a lease: free it here, or other workers would wait
+        # for a commit that cannot come (a heartbeat-renewed lease would never expire).
+        call, scope = self.call, self.call.scope
+        if scope is None or not call.claimed:
+            return
+        try:
+            scope.store.release(call.key, scope.owner)
+        except StoreError as err:
+            scope.warn(f"could not release the lease of {call.path!r}: {err}")
 
     def _report_commit_failure(self, staged: processor.StagedOutput) -> None:
         scope = self.call.scope
