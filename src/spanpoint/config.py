@@ -51,6 +51,11 @@ class Settings:
     capture: CapturePolicy = field(default_factory=CapturePolicy.from_env)
     _store: CheckpointStore | None = field(default=None, repr=False)
     _tracer: trace.Tracer | None = field(default=None, repr=False)
+    telemetry_dir: str = ".spanpoint"
+    log_destination: str = ""
+    metric_destination: str = ""
+    _logger_provider: Any = field(default=None, repr=False)
+    _meter_provider: Any = field(default=None, repr=False)
 
     @property
     def store(self) -> CheckpointStore:
@@ -70,6 +75,43 @@ class Settings:
             )
         return self._tracer
 
+    @property
+    def logger_provider(self) -> Any:
+        """Where run summaries are logged: the given or global SDK provider, else a default
+        one (OTLP when an endpoint is set, else ``telemetry_dir/logs.jsonl``), made on use."""
+        if self._logger_provider is None:
+            from opentelemetry import _logs
+            from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
+
+            with _LOCK:
+                current = _logs.get_logger_provider()
+                if isinstance(current, SdkLoggerProvider):
+                    self._logger_provider, self.log_destination = current, "application"
+                elif self._logger_provider is None:
+                    from spanpoint.summary import default_logger_provider
+
+                    made = default_logger_provider(Path(self.telemetry_dir))
+                    self._logger_provider, self.log_destination = made
+        return self._logger_provider
+
+    @property
+    def meter_provider(self) -> Any:
+        """Where metrics go; chosen like :attr:`logger_provider` (``metrics.jsonl`` locally)."""
+        if self._meter_provider is None:
+            from opentelemetry import metrics
+            from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+
+            with _LOCK:
+                current = metrics.get_meter_provider()
+                if isinstance(current, SdkMeterProvider):
+                    self._meter_provider, self.metric_destination = current, "application"
+                elif self._meter_provider is None:
+                    from spanpoint.summary import default_meter_provider
+
+                    made = default_meter_provider(Path(self.telemetry_dir))
+                    self._meter_provider, self.metric_destination = made
+        return self._meter_provider
+
 
 _LOCK = threading.RLock()
 _SETTINGS: Settings | None = None
@@ -85,6 +127,8 @@ def configure(
     lease_ttl_s: float | None = None,
     lease_wait_timeout_s: float | None = None,
     trace_file: str | os.PathLike[str] | None = None,
+    logger_provider: Any = None,
+    meter_provider: Any = None,
 ) -> Settings:
     """Wire spanpoint into OpenTelemetry and select the default checkpoint store.
 
@@ -98,7 +142,10 @@ def configure(
             one, else ``CapturePolicy.from_env()`` (metadata first, message text off).
         lease_ttl_s: how long a worker's claim on a boundary lasts before another may take it.
         lease_wait_timeout_s: how long a worker waits for another's live boundary to commit.
-        trace_file: where traces go when no OTLP endpoint is configured.
+        trace_file: where traces go when no OTLP endpoint is configured (run summaries and
+            metrics go to ``logs.jsonl`` / ``metrics.jsonl`` in the same folder).
+        logger_provider / meter_provider: where run summaries and metrics go; default the
+            global SDK ones, else OTLP when an endpoint is set, else the local files.
     """
     global _SETTINGS
     _check_positive("lease_ttl_s", lease_ttl_s)
@@ -132,8 +179,27 @@ def configure(
             settings._store = store
         if previous is not None and previous.tracer_provider is provider:
             settings._tracer = previous._tracer
+        _choose_log_and_metric_providers(settings, previous, logger_provider, meter_provider)
+        settings.telemetry_dir = os.fspath(
+            Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE).parent
+        )
         _SETTINGS = settings
         return settings
+
+
+def _choose_log_and_metric_providers(
+    settings: Settings, previous: Settings | None, logger_provider: Any, meter_provider: Any
+) -> None:
+    if logger_provider is not None:
+        settings._logger_provider, settings.log_destination = logger_provider, "application"
+    elif previous is not None:
+        settings._logger_provider = previous._logger_provider
+        settings.log_destination = previous.log_destination
+    if meter_provider is not None:
+        settings._meter_provider, settings.metric_destination = meter_provider, "application"
+    elif previous is not None:
+        settings._meter_provider = previous._meter_provider
+        settings.metric_destination = previous.metric_destination
 
 
 def settings() -> Settings:

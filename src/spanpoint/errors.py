@@ -43,6 +43,18 @@ class LeaseTimeoutError(StoreError):
     """Another worker holds a live lease on a boundary and did not commit it in time."""
 
 
+class MissingCheckpointerError(ConfigurationError):
+    """A graph that must survive restarts has no checkpointer, or only an in-process one."""
+
+
+class NotInterruptedError(SpanpointError, ValueError):
+    """A resume was requested for a graph result that is not waiting for one."""
+
+
+class WaitInsideBoundaryError(SpanpointError):
+    """``wait_for_input`` was called inside a boundary body (a step, a graph node, a tool)."""
+
+
 class RunWaiting(SpanpointError):
     """Raised inside a run by ``wait_for_input`` when the input has not been provided yet.
 

@@ -108,7 +108,16 @@ class StreamRecorder:
     ``{"type", "ns", "data"}`` parts. The chunk itself is yielded to the caller untouched.
     """
 
-    __slots__ = ("_first_chunk_at", "_multi", "_started", "_subgraphs", "count", "policy", "span")
+    __slots__ = (
+        "_first_chunk_at",
+        "_multi",
+        "_started",
+        "_subgraphs",
+        "count",
+        "interrupts",
+        "policy",
+        "span",
+    )
 
     def __init__(
         self,
@@ -121,6 +130,8 @@ class StreamRecorder:
         self.span = span
         self.policy = _policy(policy)
         self.count = 0
+        #: LangGraph ``Interrupt`` objects seen in the chunks (``__interrupt__`` updates).
+        self.interrupts: list[Any] = []
         self._multi = stream_mode is not None and not isinstance(stream_mode, str)
         self._subgraphs = subgraphs
         self._started = time.monotonic()
@@ -134,10 +145,11 @@ class StreamRecorder:
         self.count += 1
         if self._first_chunk_at is None:
             self._first_chunk_at = time.monotonic()
-        if not self.span.is_recording():
-            return
         try:
             namespace, mode, payload = self._split(chunk)
+            self._collect_interrupts(chunk, payload)
+            if not self.span.is_recording():
+                return
             attrs = self._describe(mode, payload)
         except Exception:  # an unexpected chunk shape is still counted
             namespace, attrs = (), {}
@@ -155,6 +167,14 @@ class StreamRecorder:
             self.span.set_attribute(
                 semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, self._first_chunk_at - self._started
             )
+
+    def _collect_interrupts(self, chunk: Any, payload: Any) -> None:
+        found = payload.get("__interrupt__") if isinstance(payload, Mapping) else None
+        if not found and isinstance(chunk, dict) and "type" in chunk:
+            found = chunk.get("interrupts")  # v2 values parts carry them beside the data
+        for item in found or ():
+            if all(getattr(i, "id", None) != getattr(item, "id", None) for i in self.interrupts):
+                self.interrupts.append(item)
 
     def _split(self, chunk: Any) -> tuple[tuple[str, ...], str | None, Any]:
         if isinstance(chunk, dict) and "type" in chunk and "data" in chunk and "ns" in chunk:

@@ -121,6 +121,13 @@ STREAM_CHUNKS: Final = "spanpoint.stream.chunks"
 STREAM_EVENTS_DROPPED: Final = "spanpoint.stream.events_dropped"
 EVENTS_DROPPED: Final = "spanpoint.events.dropped"
 
+# Graph calls: captured (redacted, bounded) call data, only as the capture policy allows.
+GRAPH_CONFIG: Final = "spanpoint.graph.config"
+GRAPH_CONTEXT: Final = "spanpoint.graph.context"
+GRAPH_INPUT: Final = "spanpoint.graph.input"
+GRAPH_INTERRUPT_VALUES: Final = "spanpoint.graph.interrupt.values"
+STREAM_CLOSED_EARLY: Final = "spanpoint.stream.closed_early"
+
 # Log record event names.
 LOG_RUN_SUMMARY: Final = "spanpoint.run_summary"
 

@@ -1,0 +1,329 @@
+"""How ``GraphRunner`` runs one call: the boundary, the span, state inspection, the summary.
+
+The hot path of a ``graph_call`` is deliberately short: one fingerprint, one store claim,
+``graph.invoke``, one ``get_state`` only when the graph has a checkpointer, one commit. No
+LangChain callback handler is attached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
+
+from spanpoint import semconv
+from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint.config import settings
+from spanpoint.events import add_bounded_event
+from spanpoint.graph_info import GraphInfo
+from spanpoint.graph_results import (
+    RunResult,
+    build_result,
+    decode_result,
+    encode_result,
+    output_interrupts,
+    result_attributes,
+)
+from spanpoint.run import current_run
+from spanpoint.summary import build_summary, emit_summary
+
+if TYPE_CHECKING:
+    from spanpoint.graph import GraphRunner, RunRequest
+
+
+class GraphCall:
+    """The machinery behind one :class:`~spanpoint.graph.GraphRunner`."""
+
+    def __init__(self, runner: GraphRunner) -> None:
+        self.runner = runner
+        self.graph = runner.graph
+        self.info: GraphInfo = runner.info
+        self.span_name = f"{runner.info.span_name} {runner.name}"
+
+    # --- graph_call boundary -------------------------------------------------------------
+
+    def invoke(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
+        """One call; a boundary unless the strategy is ``calls``."""
+        started = time.perf_counter()
+        if self.runner.strategy == "calls":
+            return self._traced_only(req, kwargs, started)
+        try:
+            result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs)
+        except Exception as exc:
+            self._summarize(req, started, None, exc)
+            raise
+        self._summarize(req, started, result)
+        return result
+
+    async def ainvoke(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
+        """The async form of :meth:`invoke`."""
+        started = time.perf_counter()
+        if self.runner.strategy == "calls":
+            return await self._atraced_only(req, kwargs, started)
+        try:
+            result = await acall_boundary(self._spec(req, kwargs), self._aexecute, req, kwargs)
+        except Exception as exc:
+            self._summarize(req, started, None, exc)
+            raise
+        self._summarize(req, started, result)
+        return result
+
+    def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
+        identity = {
+            "input": req.input,
+            "thread_id": req.thread_id,
+            "checkpoint_ns": req.checkpoint_ns,
+            "context": req.context,
+            "configurable": req.configurable,
+            "kwargs": kwargs,
+        }
+        return BoundarySpec(
+            kind=semconv.KIND_GRAPH_CALL,
+            name=self.runner.name,
+            span_name=self.span_name,
+            identity=identity,
+            attributes=self._attributes(req),
+            view={"graph": self.runner.name, "thread_id": req.thread_id, "resume": req.is_resume},
+            describe=result_attributes,
+            encode=encode_result,
+            decode=decode_result,
+        )
+
+    def _attributes(self, req: RunRequest) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: self.info.span_name,
+            semconv.GEN_AI_AGENT_NAME: self.runner.name,
+            semconv.GEN_AI_CONVERSATION_ID: req.thread_id,
+            semconv.STRATEGY: self.runner.strategy,
+        }
+        if not self.info.is_agent:
+            attrs[semconv.GEN_AI_WORKFLOW_NAME] = self.runner.name
+        if self.info.checkpointer_type:
+            attrs[semconv.LANGGRAPH_CHECKPOINTER] = self.info.checkpointer_type
+        policy = self.runner.policy
+        if policy.capture_config:
+            if req.configurable or req.config.get("configurable"):
+                attrs[semconv.GRAPH_CONFIG] = policy.to_json(req.graph_config()["configurable"])
+            if req.context is not None:
+                attrs[semconv.GRAPH_CONTEXT] = policy.to_json(req.context)
+        if policy.capture_state and req.input is not None:
+            attrs[semconv.GRAPH_INPUT] = policy.to_json(req.input)
+        return attrs
+
+    def _kwargs(self, req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if req.context is None:
+            return kwargs
+        return {**kwargs, "context": req.context}
+
+    def _execute(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
+        span = trace.get_current_span()
+        self._on_start(span, req)
+        output = self.graph.invoke(req.input, req.graph_config(), **self._kwargs(req, kwargs))
+        snapshot = None
+        if self.info.has_state:
+            subgraphs = bool(output_interrupts(output))
+            snapshot = self.graph.get_state(req.state_config(), subgraphs=subgraphs)
+        return self._finish(span, req, output, snapshot)
+
+    async def _aexecute(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
+        span = trace.get_current_span()
+        self._on_start(span, req)
+        config, kw = req.graph_config(), self._kwargs(req, kwargs)
+        if callable(getattr(self.graph, "ainvoke", None)):
+            output = await self.graph.ainvoke(req.input, config, **kw)
+        else:
+            output = await asyncio.to_thread(self.graph.invoke, req.input, config, **kw)
+        snapshot = None
+        if self.info.has_state:
+            subgraphs = bool(output_interrupts(output))
+            snapshot = await self.graph.aget_state(req.state_config(), subgraphs=subgraphs)
+        return self._finish(span, req, output, snapshot)
+
+    def _on_start(self, span: trace.Span, req: RunRequest) -> None:
+        if req.is_resume and span.is_recording():
+            resume = req.input.resume
+            ids = list(resume) if isinstance(resume, Mapping) else []
+            add_bounded_event(
+                semconv.EVENT_AGENT_RESUMED,
+                {
+                    semconv.GEN_AI_CONVERSATION_ID: req.thread_id,
+                    semconv.LANGGRAPH_INTERRUPT_IDS: ids,
+                },
+                span=span,
+                policy=self.runner.policy,
+            )
+
+    def _finish(self, span: trace.Span, req: RunRequest, output: Any, snapshot: Any) -> RunResult:
+        ctx = span.get_span_context()
+        ids = (format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")) if ctx.is_valid else None
+        result = build_result(
+            output, req.thread_id, snapshot, warnings=self.info.warnings, span_ids=ids
+        )
+        if span.is_recording():
+            self._lifecycle_events(span, result)
+        return result
+
+    def _lifecycle_events(self, span: trace.Span, result: RunResult) -> None:
+        policy = self.runner.policy
+        if result.latest_checkpoint_id:
+            add_bounded_event(
+                semconv.EVENT_AGENT_CHECKPOINTED,
+                {semconv.GEN_AI_AGENT_CHECKPOINT_ID: result.latest_checkpoint_id},
+                span=span,
+                policy=policy,
+            )
+        if result.interrupted:
+            attrs: dict[str, Any] = {
+                semconv.LANGGRAPH_INTERRUPT_COUNT: len(result.interrupts),
+                semconv.LANGGRAPH_INTERRUPT_IDS: [i.id for i in result.interrupts],
+                semconv.LANGGRAPH_NODE: [i.node or "" for i in result.interrupts],
+                semconv.LANGGRAPH_CHECKPOINT_NS: [i.namespace for i in result.interrupts],
+                semconv.LANGGRAPH_NEXT_NODES: list(result.next_nodes),
+            }
+            if policy.capture_state:
+                attrs[semconv.GRAPH_INTERRUPT_VALUES] = [i.value for i in result.interrupts]
+            add_bounded_event(semconv.EVENT_AGENT_PAUSED, attrs, span=span, policy=policy)
+
+    # --- strategy "calls": traced, not a boundary ------------------------------------------
+
+    def _open_span(self, req: RunRequest, strategy: str | None = None) -> trace.Span:
+        attrs = self._attributes(req)
+        if strategy:
+            attrs[semconv.STRATEGY] = strategy
+        scope = current_run()
+        if scope is not None:  # keeps the span recorded under any sampler (DurableSampler)
+            attrs[semconv.RUN_ID] = scope.run_id
+        return settings().tracer.start_span(self.span_name, attributes=attrs)
+
+    def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
+        span, mark = self._open_span(req), _journal_mark()
+        try:
+            with _current(span):
+                result = self._execute(req, kwargs)
+        except Exception as exc:
+            _end_failed(span, exc)
+            self._summarize(req, started, None, exc, _journal_counters(mark))
+            raise
+        _end_ok(span, result_attributes(result))
+        self._summarize(req, started, result, None, _journal_counters(mark))
+        return result
+
+    async def _atraced_only(
+        self, req: RunRequest, kwargs: dict[str, Any], started: float
+    ) -> RunResult:
+        span, mark = self._open_span(req), _journal_mark()
+        try:
+            with _current(span):
+                result = await self._aexecute(req, kwargs)
+        except Exception as exc:
+            _end_failed(span, exc)
+            self._summarize(req, started, None, exc, _journal_counters(mark))
+            raise
+        _end_ok(span, result_attributes(result))
+        self._summarize(req, started, result, None, _journal_counters(mark))
+        return result
+
+    # --- run summary -------------------------------------------------------------------------
+
+    def _summarize(
+        self,
+        req: RunRequest,
+        started: float,
+        result: RunResult | None,
+        error: BaseException | None = None,
+        counters: Mapping[str, int] | None = None,
+        strategy: str | None = None,
+    ) -> None:
+        all_counters = dict(_output_counters(result))
+        all_counters.update(counters or {})
+        summary = build_summary(
+            name=self.runner.name,
+            strategy=strategy or self.runner.strategy,
+            status="failed" if error is not None else result.status if result else "completed",
+            thread_id=req.thread_id,
+            duration_s=time.perf_counter() - started,
+            result=result,
+            error=error,
+            counters=all_counters,
+            warnings=() if result else self.info.warnings,
+        )
+        span = None
+        if result is not None and result.trace_id and result.span_id:
+            span = NonRecordingSpan(
+                SpanContext(
+                    int(result.trace_id, 16),
+                    int(result.span_id, 16),
+                    is_remote=False,
+                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+                )
+            )
+        emit_summary(summary, span=span)
+
+
+_END: Any = object()
+
+
+def _current(span: trace.Span) -> Any:
+    return trace.use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
+
+
+def _end_ok(span: trace.Span, attributes: Mapping[str, Any]) -> None:
+    if span.is_recording():
+        span.set_attributes(dict(attributes))
+        span.set_status(Status(StatusCode.OK))
+    span.end()
+
+
+def _end_failed(span: trace.Span, exc: BaseException) -> None:
+    if span.is_recording():
+        span.record_exception(exc)
+        span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+        span.set_attribute(semconv.STATUS, "failed")
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    span.end()
+
+
+def _close_quietly(chunks: Any) -> None:
+    close = getattr(chunks, "close", None)
+    if callable(close):
+        close()
+
+
+def _journal_mark() -> int:
+    scope = current_run()
+    return len(scope.journal) if scope is not None else 0
+
+
+def _journal_counters(mark: int) -> dict[str, int]:
+    """Boundaries (model and tool calls) replayed or failed inside the call, from the run's
+    journal."""
+    scope = current_run()
+    if scope is None:
+        return {}
+    entries = scope.journal[mark:]
+    return {
+        "boundaries_replayed": sum(1 for e in entries if e.status == "replayed"),
+        "boundaries_failed": sum(1 for e in entries if e.status == "error"),
+    }
+
+
+def _output_counters(result: RunResult | None) -> dict[str, int]:
+    """Message counts of the thread after the call (model turns, tool results)."""
+    if result is None:
+        return {}
+    messages = result.output.get("messages") if isinstance(result.output, Mapping) else None
+    counters = {"interrupts": len(result.interrupts)}
+    if messages:
+        types = [getattr(m, "type", "") for m in messages]
+        counters.update(
+            messages=len(types),
+            ai_messages=types.count("ai"),
+            tool_messages=types.count("tool"),
+        )
+    return counters

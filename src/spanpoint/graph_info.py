@@ -1,0 +1,117 @@
+"""What spanpoint learns about a graph once, when its ``GraphRunner`` is built.
+
+Agent or workflow (the span name), which checkpointer it has (a durable one, an in-process
+``InMemorySaver`` detected by type, or none), and for ``strategy="calls"`` whether spanpoint's
+``CheckpointMiddleware`` is installed. The durability policy is enforced here, before the
+graph ever runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from spanpoint import semconv
+from spanpoint.errors import MissingCheckpointerError
+
+if TYPE_CHECKING:
+    from spanpoint.graph import DurabilityPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class GraphInfo:
+    """What spanpoint learned about a graph once, when its runner was built."""
+
+    is_agent: bool
+    span_name: str
+    checkpointer_type: str | None
+    has_state: bool
+    warnings: tuple[str, ...]
+
+
+def inspect_graph(
+    graph: Any, strategy: str, durability: DurabilityPolicy, kind: str | None
+) -> GraphInfo:
+    """Classify ``graph`` and check its durability; raises before the graph ever runs."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    metadata = (getattr(graph, "config", None) or {}).get("metadata") or {}
+    is_agent = kind == "agent" or (
+        kind is None and metadata.get("ls_integration") == "langchain_create_agent"
+    )
+    saver = getattr(graph, "checkpointer", None)
+    has_saver = isinstance(saver, BaseCheckpointSaver)
+    warnings: list[str] = []
+    if not has_saver:
+        problem = (
+            "the graph has no checkpointer: it cannot be interrupted and resumed, and its "
+            "LangGraph state is lost between calls; compile it with a durable checkpointer "
+            "(SqliteSaver, PostgresSaver)"
+        )
+    elif isinstance(saver, InMemorySaver):
+        problem = (
+            f"the graph's checkpointer {type(saver).__name__} lives in this process: a thread "
+            "interrupted here cannot be resumed after a restart; use SqliteSaver or PostgresSaver"
+        )
+    else:
+        problem = ""
+    if problem and durability.require_checkpointer:
+        raise MissingCheckpointerError(problem + " (require_checkpointer=True)")
+    if problem and (durability.warn_in_process or not has_saver):
+        warnings.append(problem)
+    if strategy == "calls" and not has_checkpoint_middleware(graph):
+        warnings.append(
+            "strategy='calls' but the graph has no spanpoint.middleware.CheckpointMiddleware: "
+            "there is nothing to checkpoint; add it to create_agent(middleware=[...]) or use "
+            "strategy='graph_call'"
+        )
+    operation = semconv.OP_INVOKE_AGENT if is_agent else semconv.OP_INVOKE_WORKFLOW
+    return GraphInfo(
+        is_agent=is_agent,
+        span_name=operation,
+        checkpointer_type=type(saver).__name__ if has_saver else None,
+        has_state=has_saver and callable(getattr(graph, "get_state", None)),
+        warnings=tuple(warnings),
+    )
+
+
+def has_checkpoint_middleware(graph: Any) -> bool:
+    """Whether a ``create_agent`` graph was built with spanpoint's ``CheckpointMiddleware``.
+
+    Middleware that only wraps model/tool calls adds no graph node: it lives in the closures
+    of the ``model`` and ``tools`` nodes, so those are searched (a few levels deep).
+    """
+    try:
+        from spanpoint.middleware import CheckpointMiddleware
+    except ImportError:
+        return False
+    nodes = getattr(graph, "nodes", None) or {}
+    seen: set[int] = set()
+    return any(
+        _holds(getattr(node, "bound", node), CheckpointMiddleware, seen, 0)
+        for node in nodes.values()
+    )
+
+
+def _holds(obj: Any, cls: type, seen: set[int], depth: int) -> bool:
+    """Whether ``obj`` is, or reaches through closures, bound methods, ``func``/``afunc``
+    attributes, sequences or instance attributes, an instance of ``cls``."""
+    if isinstance(obj, cls):
+        return True
+    if depth > 6 or id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float):
+        return False
+    seen.add(id(obj))
+    children: list[Any] = [getattr(obj, "__self__", None)]
+    children.extend(getattr(obj, attr, None) for attr in ("func", "afunc", "__wrapped__"))
+    for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            children.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    if isinstance(obj, list | tuple):
+        children.extend(obj)
+    elif not isinstance(obj, type) and isinstance(getattr(obj, "__dict__", None), dict):
+        children.extend(vars(obj).values())
+    return any(_holds(child, cls, seen, depth + 1) for child in children)

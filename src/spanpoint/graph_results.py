@@ -1,0 +1,265 @@
+"""What one graph call produced: ``RunResult``, its interrupts, and how both are stored.
+
+A ``RunResult`` is built right after ``graph.invoke`` returns, from the output and (when the
+graph has a checkpointer) one ``get_state`` call. It is the boundary's output: it is encoded
+to plain data for the store and decoded back on replay, so a replayed result equals the
+original one (``replayed`` aside, which is not part of equality).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+from langgraph.types import Interrupt, StateSnapshot
+
+from spanpoint import semconv
+
+RunStatus = Literal["completed", "interrupted", "failed"]
+
+#: Version of the encoded form; a different version is not decoded (the call executes).
+ENCODING_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptInfo:
+    """One pending LangGraph interrupt, in a form that survives the store.
+
+    Attributes:
+        index: position among the result's interrupts (what ``interrupt_index`` refers to).
+        id: LangGraph's interrupt id; ``Command(resume={id: value})`` answers this one.
+        value: the interrupt's value as JSON-safe data.
+        node: the node that raised it, when known (the innermost node for subgraphs).
+        task_id: the LangGraph task that raised it, when known.
+        namespace: the checkpoint namespace of the (sub)graph it came from; ``""`` is the
+            root graph, ``"child:<task id>"`` a subgraph node.
+    """
+
+    index: int
+    id: str
+    value: Any
+    node: str | None = None
+    task_id: str | None = None
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The typed result of one graph call.
+
+    Attributes:
+        status: ``completed``, ``interrupted`` (waiting for a resume), or ``failed`` (only in
+            run summaries: a failed call re-raises the graph's exception).
+        output: what the graph returned, unchanged (including ``__interrupt__``).
+        thread_id: the LangGraph thread of the call.
+        latest_checkpoint_id / checkpoint_ns: LangGraph's latest checkpoint after the call
+            (None without a checkpointer).
+        next_nodes: the nodes that run when the thread is resumed.
+        interrupts: the pending interrupts, root and subgraph ones.
+        pending_state: what a resume needs: thread, namespace, checkpoint id, next nodes and
+            interrupt ids (no state values).
+        usage: tokens summed from the output messages' usage metadata.
+        warnings: durability and capture warnings about this call.
+        replayed: True when the result came from the store instead of executing.
+        trace_id / span_id: the span of the call that produced the result (the original
+            execution for a replayed result).
+    """
+
+    status: RunStatus
+    output: Any
+    thread_id: str
+    latest_checkpoint_id: str | None = None
+    checkpoint_ns: str | None = None
+    next_nodes: tuple[str, ...] = ()
+    interrupts: tuple[InterruptInfo, ...] = ()
+    pending_state: Mapping[str, Any] = field(default_factory=dict)
+    usage: Mapping[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    replayed: bool = field(default=False, compare=False)
+    trace_id: str | None = None
+    span_id: str | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the thread waits for a resume."""
+        return self.status == "interrupted"
+
+    def __repr__(self) -> str:
+        return (
+            f"RunResult(status={self.status!r}, thread_id={self.thread_id!r}, "
+            f"interrupts={len(self.interrupts)}, next_nodes={self.next_nodes!r}, "
+            f"replayed={self.replayed})"
+        )
+
+
+# --- building a result ----------------------------------------------------------------------
+
+
+def output_interrupts(output: Any) -> list[Interrupt]:
+    """The interrupts a graph returned: ``__interrupt__`` (v1) or ``.interrupts`` (v2)."""
+    if isinstance(output, Mapping):
+        found = output.get("__interrupt__")
+    else:
+        found = getattr(output, "interrupts", None)
+    return [i for i in found or () if isinstance(i, Interrupt)]
+
+
+def snapshot_interrupts(snapshot: StateSnapshot) -> list[InterruptInfo]:
+    """Interrupts of a snapshot's tasks, recursing into subgraph snapshots.
+
+    A subgraph's interrupt is also listed on its parent task; the innermost report wins, so
+    the interrupt keeps the subgraph's namespace and node.
+    """
+    found: dict[str, InterruptInfo] = {}
+    ns = str(snapshot.config.get("configurable", {}).get("checkpoint_ns", ""))
+    for task in snapshot.tasks:
+        for intr in task.interrupts:
+            found.setdefault(
+                intr.id, InterruptInfo(0, intr.id, json_safe(intr.value), task.name, task.id, ns)
+            )
+        if isinstance(task.state, StateSnapshot):
+            for info in snapshot_interrupts(task.state):
+                found[info.id] = info
+    return list(found.values())
+
+
+def build_result(
+    output: Any,
+    thread_id: str,
+    snapshot: StateSnapshot | None,
+    *,
+    warnings: Iterable[str] = (),
+    span_ids: tuple[str, str] | None = None,
+) -> RunResult:
+    """Assemble the :class:`RunResult` of a call from its output and latest snapshot."""
+    by_id: dict[str, InterruptInfo] = {
+        i.id: InterruptInfo(0, i.id, json_safe(i.value)) for i in output_interrupts(output)
+    }
+    checkpoint_id = checkpoint_ns = None
+    next_nodes: tuple[str, ...] = ()
+    if snapshot is not None:
+        configurable = snapshot.config.get("configurable", {})
+        checkpoint_id = configurable.get("checkpoint_id")
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        next_nodes = tuple(snapshot.next)
+        for info in snapshot_interrupts(snapshot):
+            by_id[info.id] = info
+    interrupts = tuple(dataclasses.replace(info, index=n) for n, info in enumerate(by_id.values()))
+    status: RunStatus = "interrupted" if interrupts or next_nodes else "completed"
+    pending: dict[str, Any] = {}
+    if status == "interrupted":
+        pending = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns or "",
+            "checkpoint_id": checkpoint_id,
+            "next_nodes": list(next_nodes),
+            "interrupt_ids": [i.id for i in interrupts],
+        }
+    return RunResult(
+        status=status,
+        output=output,
+        thread_id=thread_id,
+        latest_checkpoint_id=checkpoint_id,
+        checkpoint_ns=checkpoint_ns,
+        next_nodes=next_nodes,
+        interrupts=interrupts,
+        pending_state=pending,
+        usage=usage_of(output),
+        warnings=tuple(warnings),
+        trace_id=span_ids[0] if span_ids else None,
+        span_id=span_ids[1] if span_ids else None,
+    )
+
+
+def usage_of(output: Any) -> dict[str, int]:
+    """Input/output/total tokens summed over the output's messages' ``usage_metadata``."""
+    messages = output.get("messages") if isinstance(output, Mapping) else None
+    totals: dict[str, int] = {}
+    for message in messages or ():
+        usage = getattr(message, "usage_metadata", None)
+        if not usage:
+            continue
+        for key in ("input_tokens", "output_tokens", "total_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int):
+                totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON data (not redacted: interrupt values are for the person answering)."""
+    try:
+        return json.loads(json.dumps(value, default=_json_default))
+    except (TypeError, ValueError):  # cycles, unencodable keys
+        return repr(value)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return {"type": value.type, "content": value.content}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return repr(value)
+
+
+# --- span attributes ------------------------------------------------------------------------
+
+
+def result_attributes(result: RunResult) -> dict[str, Any]:
+    """The span attributes that describe a result (executed and replayed spans alike)."""
+    attrs: dict[str, Any] = {
+        semconv.STATUS: result.status,
+        semconv.LANGGRAPH_INTERRUPT_COUNT: len(result.interrupts),
+    }
+    if result.latest_checkpoint_id:
+        attrs[semconv.GEN_AI_AGENT_CHECKPOINT_ID] = result.latest_checkpoint_id
+    if result.checkpoint_ns is not None:
+        attrs[semconv.LANGGRAPH_CHECKPOINT_NS] = result.checkpoint_ns
+    if result.interrupts:
+        attrs[semconv.LANGGRAPH_INTERRUPT_IDS] = [i.id for i in result.interrupts]
+    if result.next_nodes:
+        attrs[semconv.LANGGRAPH_NEXT_NODES] = list(result.next_nodes)
+    if "input_tokens" in result.usage:
+        attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = result.usage["input_tokens"]
+    if "output_tokens" in result.usage:
+        attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = result.usage["output_tokens"]
+    if result.warnings:
+        attrs[semconv.WARNINGS] = list(result.warnings)
+    return attrs
+
+
+# --- store encoding -------------------------------------------------------------------------
+
+
+def encode_result(result: RunResult) -> dict[str, Any]:
+    """Plain data for the store (the output stays as is: LangGraph's serializer handles it)."""
+    data = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    data.pop("replayed")
+    data["interrupts"] = [dataclasses.asdict(i) for i in result.interrupts]
+    data["next_nodes"] = list(result.next_nodes)
+    data["warnings"] = list(result.warnings)
+    data["pending_state"] = dict(result.pending_state)
+    data["usage"] = dict(result.usage)
+    data["v"] = ENCODING_VERSION
+    return data
+
+
+def decode_result(data: Any) -> RunResult:
+    """The :class:`RunResult` that :func:`encode_result` stored, marked ``replayed``."""
+    if not isinstance(data, Mapping) or data.get("v") != ENCODING_VERSION:
+        raise ValueError("not a spanpoint RunResult checkpoint of this version")
+    fields = dict(data)
+    fields.pop("v")
+    fields["interrupts"] = tuple(InterruptInfo(**i) for i in fields["interrupts"])
+    fields["next_nodes"] = tuple(fields["next_nodes"])
+    fields["warnings"] = tuple(fields["warnings"])
+    return RunResult(replayed=True, **fields)

@@ -1,0 +1,113 @@
+"""Streams are events, never boundaries.
+
+``GraphRunner.stream``/``astream`` yield LangGraph's chunks untouched, as they come. Each chunk
+becomes a bounded ``spanpoint.stream.chunk`` event on the call's span; the span is current only
+while the graph computes the next chunk, never while the caller holds one. A stream neither
+commits nor replays a checkpoint, inside a run or not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+
+from spanpoint import semconv
+from spanpoint.events import StreamRecorder
+from spanpoint.graph_call import _END, _close_quietly, _current, _end_failed, _end_ok
+from spanpoint.graph_results import result_attributes
+
+if TYPE_CHECKING:
+    from spanpoint.graph import RunRequest
+    from spanpoint.graph_call import GraphCall
+
+
+def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> Iterator[Any]:
+    """Yield the graph's chunks; record each as a span event."""
+    started, span = time.perf_counter(), call._open_span(req, "stream")
+    recorder = StreamRecorder(
+        span,
+        stream_mode=kwargs.get("stream_mode"),
+        subgraphs=bool(kwargs.get("subgraphs")),
+        policy=call.runner.policy,
+    )
+    with _current(span):
+        chunks = iter(call.graph.stream(req.input, req.graph_config(), **call._kwargs(req, kwargs)))
+    try:
+        while True:
+            with _current(span):
+                chunk = next(chunks, _END)
+            if chunk is _END:
+                break
+            recorder.record(chunk)
+            yield chunk
+        snapshot = None
+        if call.info.has_state:
+            with _current(span):
+                snapshot = call.graph.get_state(req.state_config(), subgraphs=True)
+    except GeneratorExit:
+        _close_quietly(chunks)
+        _end_stream(call, span, recorder, req, started, None, closed_early=True)
+        raise
+    except Exception as exc:
+        _end_failed(span, exc)
+        call._summarize(req, started, None, exc, {"chunks": recorder.count})
+        raise
+    _end_stream(call, span, recorder, req, started, snapshot)
+
+
+async def astream_graph(
+    call: GraphCall, req: RunRequest, kwargs: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """The async form of :func:`stream_graph`."""
+    started, span = time.perf_counter(), call._open_span(req, "stream")
+    recorder = StreamRecorder(
+        span,
+        stream_mode=kwargs.get("stream_mode"),
+        subgraphs=bool(kwargs.get("subgraphs")),
+        policy=call.runner.policy,
+    )
+    with _current(span):
+        chunks = call.graph.astream(req.input, req.graph_config(), **call._kwargs(req, kwargs))
+    try:
+        while True:
+            with _current(span):
+                chunk = await anext(chunks, _END)
+            if chunk is _END:
+                break
+            recorder.record(chunk)
+            yield chunk
+        snapshot = None
+        if call.info.has_state:
+            with _current(span):
+                snapshot = await call.graph.aget_state(req.state_config(), subgraphs=True)
+    except GeneratorExit:
+        _end_stream(call, span, recorder, req, started, None, closed_early=True)
+        raise
+    except Exception as exc:
+        _end_failed(span, exc)
+        call._summarize(req, started, None, exc, {"chunks": recorder.count})
+        raise
+    _end_stream(call, span, recorder, req, started, snapshot)
+
+
+def _end_stream(
+    call: GraphCall,
+    span: trace.Span,
+    recorder: StreamRecorder,
+    req: RunRequest,
+    started: float,
+    snapshot: Any,
+    *,
+    closed_early: bool = False,
+) -> None:
+    recorder.finish()
+    output = {"__interrupt__": recorder.interrupts} if recorder.interrupts else None
+    result = call._finish(span, req, output, snapshot)
+    attrs = result_attributes(result)
+    if closed_early:
+        attrs[semconv.STREAM_CLOSED_EARLY] = True
+    _end_ok(span, attrs)
+    call._summarize(req, started, result, None, {"chunks": recorder.count}, "stream")

@@ -1,0 +1,303 @@
+"""Run summaries: one OTLP log record and a few metrics after every graph call.
+
+The summary is the JSON-safe record of one graph call — status, thread, checkpoint ids,
+interrupts, counters, usage, warnings, duration — sent as the log record
+``spanpoint.run_summary`` (correlated with the call's span) and counted in metrics:
+graph calls by status, replays, interrupts, and a duration histogram.
+
+Observability writes are best effort (design invariant 5): a failing logger, meter or
+exporter never changes a graph result. ``spanpoint.configure(strict=True)`` raises instead.
+
+Where they go is decided by ``spanpoint.configure``: the application's logger and meter
+providers when it has SDK ones, OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else
+JSON-lines files next to the local trace file (``.spanpoint/logs.jsonl``, ``metrics.jsonl``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider, SeverityNumber
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk._logs.export import (
+    BatchLogRecordProcessor,
+    LogRecordExporter,
+    LogRecordExportResult,
+)
+from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+
+from spanpoint import semconv
+from spanpoint.config import __version__, otlp_endpoint, settings
+from spanpoint.errors import SpanpointError
+from spanpoint.graph_results import RunResult
+
+logger = logging.getLogger("spanpoint")
+
+
+def build_summary(
+    *,
+    name: str,
+    strategy: str,
+    status: str,
+    thread_id: str,
+    duration_s: float,
+    result: RunResult | None = None,
+    error: BaseException | None = None,
+    counters: Mapping[str, int] | None = None,
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The JSON-safe summary of one graph call (no state values, no message text)."""
+    from spanpoint.run import current_run
+
+    scope = current_run()
+    summary: dict[str, Any] = {
+        "name": name,
+        "strategy": strategy,
+        "status": status,
+        "thread_id": thread_id,
+        "run_id": scope.run_id if scope else None,
+        "attempt": scope.attempt if scope else None,
+        "replayed": bool(result and result.replayed),
+        "duration_s": round(duration_s, 6),
+        "checkpoint_id": result.latest_checkpoint_id if result else None,
+        "checkpoint_ns": result.checkpoint_ns if result else None,
+        "next_nodes": list(result.next_nodes) if result else [],
+        "interrupts": [
+            {"id": i.id, "node": i.node, "namespace": i.namespace}
+            for i in (result.interrupts if result else ())
+        ],
+        "counters": dict(counters or {}),
+        "usage": dict(result.usage) if result else {},
+        "warnings": list(result.warnings if result else ()) + list(warnings),
+        "trace_id": result.trace_id if result else None,
+        "span_id": result.span_id if result else None,
+    }
+    if error is not None:
+        summary["error"] = type(error).__qualname__
+    return summary
+
+
+def emit_summary(summary: Mapping[str, Any], *, span: trace.Span | None = None) -> None:
+    """Send ``summary`` as the ``spanpoint.run_summary`` log record and update the metrics.
+
+    Best effort: failures are logged, and raised only under ``configure(strict=True)``.
+    """
+    cfg = settings()
+    try:
+        _emit_log(cfg.logger_provider, summary, span)
+        _record_metrics(cfg.meter_provider, summary)
+    except Exception as exc:
+        if cfg.strict:
+            raise SpanpointError(f"could not emit the run summary: {exc}") from exc
+        logger.warning("spanpoint: could not emit the run summary: %s", exc)
+
+
+def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], span: Any) -> None:
+    otel_logger = provider.get_logger(semconv.INSTRUMENTATION_NAME, __version__)
+    context = trace.set_span_in_context(span) if span is not None else None
+    attributes: dict[str, Any] = {
+        semconv.GEN_AI_AGENT_NAME: summary["name"],
+        semconv.GEN_AI_CONVERSATION_ID: summary["thread_id"],
+        semconv.STATUS: summary["status"],
+        semconv.STRATEGY: summary["strategy"],
+        semconv.REPLAYED: summary["replayed"],
+    }
+    if summary.get("run_id"):
+        attributes[semconv.RUN_ID] = summary["run_id"]
+    failed = summary["status"] == "failed"
+    otel_logger.emit(
+        event_name=semconv.LOG_RUN_SUMMARY,
+        body=dict(summary),
+        attributes=attributes,
+        context=context,
+        severity_number=SeverityNumber.ERROR if failed else SeverityNumber.INFO,
+        severity_text="ERROR" if failed else "INFO",
+    )
+
+
+class _Instruments:
+    """The metric instruments of one meter provider."""
+
+    def __init__(self, provider: MeterProvider) -> None:
+        meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
+        self.calls = meter.create_counter(
+            semconv.METRIC_GRAPH_CALLS, unit="{call}", description="Graph calls by status"
+        )
+        self.replays = meter.create_counter(
+            semconv.METRIC_REPLAYS, unit="{call}", description="Graph calls replayed from the store"
+        )
+        self.interrupts = meter.create_counter(
+            semconv.METRIC_INTERRUPTS, unit="{interrupt}", description="Interrupts returned"
+        )
+        self.duration = meter.create_histogram(
+            semconv.METRIC_GRAPH_CALL_DURATION, unit="s", description="Graph call duration"
+        )
+
+
+_INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_INSTRUMENTS_LOCK = threading.Lock()
+
+
+def _record_metrics(provider: MeterProvider, summary: Mapping[str, Any]) -> None:
+    with _INSTRUMENTS_LOCK:
+        instruments = _INSTRUMENTS.get(provider)
+        if instruments is None:
+            instruments = _INSTRUMENTS[provider] = _Instruments(provider)
+    attrs = {
+        semconv.GEN_AI_AGENT_NAME: summary["name"],
+        semconv.STATUS: summary["status"],
+        semconv.STRATEGY: summary["strategy"],
+    }
+    instruments.calls.add(1, attrs)
+    if summary["replayed"]:
+        instruments.replays.add(1, attrs)
+    if summary["interrupts"]:
+        instruments.interrupts.add(len(summary["interrupts"]), attrs)
+    instruments.duration.record(summary["duration_s"], attrs)
+
+
+# --- default providers (used by spanpoint.config when the application has none) -------------
+
+
+def default_logger_provider(local_dir: Path) -> tuple[LoggerProvider, str]:
+    """An SDK logger provider: OTLP when an endpoint is set, else ``local_dir/logs.jsonl``."""
+    provider = SdkLoggerProvider(resource=_resource())
+    exporter: LogRecordExporter
+    if _endpoint("LOGS"):
+        if _protocol("LOGS").startswith("http"):
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # type: ignore[assignment]
+                OTLPLogExporter,
+            )
+        exporter, where = OTLPLogExporter(), f"OTLP {_endpoint('LOGS')}"
+    else:
+        path = local_dir / "logs.jsonl"
+        exporter, where = JsonLinesLogExporter(path), f"file {path}"
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    return provider, where
+
+
+def default_meter_provider(local_dir: Path) -> tuple[MeterProvider, str]:
+    """An SDK meter provider: OTLP when an endpoint is set, else ``local_dir/metrics.jsonl``."""
+    exporter: MetricExporter
+    if _endpoint("METRICS"):
+        if _protocol("METRICS").startswith("http"):
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter,
+            )
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter,
+            )
+        exporter, where = OTLPMetricExporter(), f"OTLP {_endpoint('METRICS')}"
+    else:
+        path = local_dir / "metrics.jsonl"
+        exporter, where = JsonLinesMetricExporter(path), f"file {path}"
+    reader = PeriodicExportingMetricReader(exporter)
+    return SdkMeterProvider(metric_readers=[reader], resource=_resource()), where
+
+
+def _endpoint(signal: str) -> str | None:
+    return os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or otlp_endpoint()
+
+
+def _protocol(signal: str) -> str:
+    return os.environ.get(
+        f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+    )
+
+
+def _resource() -> Resource:
+    provider = settings().tracer_provider
+    resource = getattr(provider, "resource", None)
+    return resource if isinstance(resource, Resource) else Resource.create()
+
+
+class JsonLinesLogExporter(LogRecordExporter):
+    """Appends each log record as one JSON object per line (the local output, no server)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
+        """Append ``batch`` to the file."""
+        lines = []
+        for item in batch:
+            record = item.log_record
+            ctx = record.span_id and record.trace_id
+            lines.append(
+                json.dumps(
+                    {
+                        "event_name": record.event_name,
+                        "time_ns": record.timestamp or record.observed_timestamp,
+                        "severity": record.severity_text,
+                        "trace_id": format(record.trace_id, "032x") if ctx else None,
+                        "span_id": format(record.span_id, "016x") if ctx else None,
+                        "attributes": dict(record.attributes or {}),
+                        "body": record.body,
+                    },
+                    separators=(",", ":"),
+                    default=str,
+                )
+            )
+        return _append(self.path, self._lock, lines, LogRecordExportResult)
+
+    def shutdown(self) -> None:
+        """Nothing held open between exports."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Exports write synchronously."""
+        return True
+
+
+class JsonLinesMetricExporter(MetricExporter):
+    """Appends each metrics collection as one JSON object per line."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        """Append one collection to the file."""
+        line = json.dumps(json.loads(metrics_data.to_json(indent=None)), separators=(",", ":"))
+        return _append(self.path, self._lock, [line], MetricExportResult)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        """Exports write synchronously."""
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        """Nothing held open between exports."""
+
+
+def _append(path: Path, lock: threading.Lock, lines: list[str], result: Any) -> Any:
+    try:
+        with lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write("\n".join(lines) + "\n")
+    except OSError:
+        return result.FAILURE
+    return result.SUCCESS
