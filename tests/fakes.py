@@ -17,7 +17,7 @@ from __future__ import annotations
 import fcntl
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,28 +126,21 @@ def _json(value: Any) -> str:
     return json.dumps(value)
 
 
-def count_effect(path: Path | str, name: str) -> None:
-    """Append ``name`` to the effects file, under an exclusive lock, and flush it."""
-    with open(path, "a", encoding="utf-8") as fh:
+def count_effect(path: Path | str, name: str) -> int:
+    """Append ``name`` to the effects file under an exclusive lock; return its count so far."""
+    with open(path, "a+", encoding="utf-8") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
+            fh.seek(0)
+            count = fh.read().split().count(name) + 1
             fh.write(name + "\n")
             fh.flush()
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+    return count
 
 
 def read_effects(path: Path | str) -> Counter[str]:
     """How many times each side effect happened."""
     path = Path(path)
     return Counter(path.read_text().split()) if path.exists() else Counter()
-
-
-def counting(path: Path | str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` that counts one ``name`` effect per call (for tools built from plain functions)."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        count_effect(path, name)
-        return fn(*args, **kwargs)
-
-    return wrapper
