@@ -33,7 +33,10 @@ from spanpoint.step import step
 from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_store
 
 if TYPE_CHECKING:
+    from spanpoint.graph import DurabilityPolicy, GraphRunner, RunRequest, build_resume_request
+    from spanpoint.graph_results import InterruptInfo, RunResult
     from spanpoint.middleware import CheckpointMiddleware
+    from spanpoint.waits import provide_input, wait_for_input, wait_for_interrupt
 
 __version__ = "0.1.0"
 
@@ -44,11 +47,16 @@ __all__ = [
     "CheckpointStore",
     "ConfigurationError",
     "CorruptCheckpointError",
+    "DurabilityPolicy",
     "DurableSampler",
+    "GraphRunner",
+    "InterruptInfo",
     "InvalidRunIdError",
     "LeaseTimeoutError",
     "MemoryStore",
     "NotInRunError",
+    "RunRequest",
+    "RunResult",
     "RunWaiting",
     "SerializationError",
     "Settings",
@@ -57,13 +65,30 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "__version__",
+    "build_resume_request",
     "configure",
     "current_run",
     "open_store",
+    "provide_input",
     "run",
     "settings",
     "step",
+    "wait_for_input",
+    "wait_for_interrupt",
 ]
+
+# Graph names import LangGraph and the OTel log/metric SDKs: load them on first use.
+_LAZY = {
+    "DurabilityPolicy": "spanpoint.graph",
+    "GraphRunner": "spanpoint.graph",
+    "RunRequest": "spanpoint.graph",
+    "build_resume_request": "spanpoint.graph",
+    "InterruptInfo": "spanpoint.graph_results",
+    "RunResult": "spanpoint.graph_results",
+    "provide_input": "spanpoint.waits",
+    "wait_for_input": "spanpoint.waits",
+    "wait_for_interrupt": "spanpoint.waits",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -72,4 +97,8 @@ def __getattr__(name: str) -> object:
         from spanpoint.middleware import CheckpointMiddleware
 
         return CheckpointMiddleware
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'spanpoint' has no attribute {name!r}")

@@ -149,7 +149,7 @@ def build_resume_request(
         return RunRequest(None, result.thread_id)
     if interrupt_index is not None:
         return RunRequest.resume(
-            Command(resume={_pick(interrupts, interrupt_index).id: value}),
+            Command(resume={pick_interrupt(interrupts, interrupt_index).id: value}),
             thread_id=result.thread_id,
         )
     if len(interrupts) == 1:
@@ -164,7 +164,8 @@ def build_resume_request(
     return RunRequest.resume(Command(resume=dict(value)), thread_id=result.thread_id)
 
 
-def _pick(interrupts: tuple[InterruptInfo, ...], index: int) -> InterruptInfo:
+def pick_interrupt(interrupts: tuple[InterruptInfo, ...], index: int) -> InterruptInfo:
+    """``interrupts[index]``; :class:`NotInterruptedError` naming the valid range otherwise."""
     if not isinstance(index, int) or not 0 <= index < len(interrupts):
         raise NotInterruptedError(
             f"interrupt_index {index!r} is out of range: the result has {len(interrupts)} "

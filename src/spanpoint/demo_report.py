@@ -1,0 +1,136 @@
+"""How ``spanpoint demo`` prints what happened: one trace tree per attempt, then the totals.
+
+The trees are built from the very spans the demo exported (an in-memory exporter added next
+to the configured one), so what is printed is what went to the trace backend.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from rich.tree import Tree
+
+from spanpoint import semconv
+from spanpoint.config import Settings
+
+if TYPE_CHECKING:
+    from spanpoint.demo import FlowOutcome
+
+_EFFECTS = (
+    ("model_call", "model calls"),
+    ("slack_post", "Slack posts"),
+    ("ticket_loaded", "ticket loads"),
+    ("report_attempt", "report attempts"),
+    ("report_written", "reports written"),
+    ("customer_notified", "customers notified"),
+)
+
+
+class DemoReport:
+    """Collects the demo's spans and prints them."""
+
+    def __init__(self, cfg: Settings, out: Callable[[Any], None]) -> None:
+        self.cfg = cfg
+        self.out = out
+        self.exporter = InMemorySpanExporter()
+        if isinstance(cfg.tracer_provider, TracerProvider):
+            cfg.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+
+    def header(self, run_id: str) -> None:
+        """The title: the flow, the run id, where checkpoints and traces go."""
+        self.out("[bold]spanpoint demo[/] — support ticket 42, offline, no API keys")
+        self.out(
+            "flow: load ticket → triage agent (fake model, Slack tool behind an approval "
+            "interrupt) → write report → notify customer"
+        )
+        self.out(f"run id: [bold]{run_id}[/]   store: {self.cfg.store.description}")
+        self.out("write report crashes on attempt 1; attempt 2 reruns the same run id.\n")
+
+    def attempt(self, number: int, outcome: FlowOutcome, counts: Counter[str]) -> None:
+        """Print the trace tree of one attempt and what it ended with."""
+        spans = list(self.exporter.get_finished_spans())
+        self.exporter.clear()
+        status = outcome.status or "not started"
+        tree = Tree(f"[bold]attempt {number}[/] — run {status}")
+        for root in _roots(spans):
+            _add(tree, root, spans)
+        self.out(tree)
+        if outcome.error is not None:
+            self.out(f"  [red]✗ {type(outcome.error).__name__}: {outcome.error}[/]")
+        effects = ", ".join(f"{label} {counts[key]}" for key, label in _EFFECTS[:2])
+        self.out(f"  side effects so far: {effects}\n")
+
+    def finish(self, outcomes: Sequence[FlowOutcome], counts: Counter[str]) -> int:
+        """Totals, the checks the demo promises, where the telemetry went. 0 when all hold."""
+        self.out("[bold]side effects over both attempts[/]")
+        for key, label in _EFFECTS:
+            self.out(f"  {label:<20} {counts[key]}")
+        first, second = outcomes[0].results, outcomes[-1].results
+        checks = {
+            "attempt 2 completed": outcomes[-1].status == "completed",
+            "graph calls replayed, not executed": bool(second) and all(r.replayed for r in second),
+            "replayed results equal the originals": first == second,
+            "model called only on attempt 1 (2 calls)": counts["model_call"] == 2,
+            "Slack posted exactly once": counts["slack_post"] == 1,
+            "report written once, customer notified once": counts["report_written"] == 1
+            and counts["customer_notified"] == 1,
+        }
+        for label, ok in checks.items():
+            self.out(f"  {'[green]✓' if ok else '[red]✗'} {label}[/]")
+        self._flush()
+        self.out(f"\ntraces: {self.cfg.trace_destination}")
+        self.out(f"run summaries (log records): {self.cfg.log_destination or 'not emitted'}")
+        self.out(f"metrics: {self.cfg.metric_destination or 'not emitted'}")
+        self.out(f"inspect the run: [bold]spanpoint show {outcomes[-1].run_id}[/]")
+        return 0 if all(checks.values()) else 1
+
+    def _flush(self) -> None:
+        for provider in (
+            self.cfg.tracer_provider,
+            self.cfg._logger_provider,
+            self.cfg._meter_provider,
+        ):
+            flush = getattr(provider, "force_flush", None)
+            if callable(flush):
+                try:
+                    flush()
+                except Exception as exc:  # a slow or absent collector must not fail the demo
+                    self.out(f"[yellow]could not flush telemetry: {exc}[/]")
+
+
+def _roots(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    ids = {s.context.span_id for s in spans if s.context}
+    roots = [s for s in spans if s.parent is None or s.parent.span_id not in ids]
+    return sorted(roots, key=lambda s: s.start_time or 0)
+
+
+def _add(tree: Tree, span: ReadableSpan, spans: list[ReadableSpan]) -> None:
+    branch = tree.add(_label(span))
+    me = span.context.span_id if span.context else None
+    children = [s for s in spans if s.parent is not None and s.parent.span_id == me]
+    for child in sorted(children, key=lambda s: s.start_time or 0):
+        _add(branch, child, spans)
+
+
+def _label(span: ReadableSpan) -> str:
+    attrs = span.attributes or {}
+    took = max(0, (span.end_time or 0) - (span.start_time or 0)) / 1e6
+    parts = [f"[bold]{span.name}[/]"]
+    if span.status.status_code is StatusCode.ERROR:
+        parts.append(f"[red]✗ {span.status.description}[/]")
+    elif attrs.get(semconv.REPLAYED):
+        parts.append("[cyan]↺ replayed from the store[/]")
+    elif semconv.BOUNDARY_KIND in attrs:
+        parts.append("[green]✓ executed, committed[/]")
+    if attrs.get(semconv.STATUS) == "interrupted":
+        parts.append(f"[yellow]⏸ interrupted ({attrs.get(semconv.LANGGRAPH_INTERRUPT_COUNT)})[/]")
+    if any(e.name == semconv.EVENT_AGENT_RESUMED for e in span.events):
+        parts.append("[yellow]▶ resumed[/]")
+    parts.append(f"[dim]{took:.1f} ms[/]")
+    return "  ".join(parts)

@@ -1,0 +1,203 @@
+"""Durable waits: a run that needs a person's input suspends instead of blocking a process.
+
+``wait_for_input("approval")`` inside ``spanpoint.run(...)`` returns the value provided for
+(run id, name), or stores the wait and ends the run with status ``waiting``. Provide the
+value with ``spanpoint input RUN_ID approval --json true`` (or :func:`provide_input`) and run
+the same run id again: every boundary before the wait replays, the wait returns the value,
+and the run goes on.
+
+A wait is not a boundary: it stands *between* boundaries, at the run's top level. Calling it
+inside a boundary body (a step, a graph node, a tool) is an error, because that boundary
+would be left half done; inside a LangGraph node use ``langgraph.types.interrupt`` and bridge
+it with :func:`wait_for_interrupt`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from spanpoint import semconv
+from spanpoint.errors import ConfigurationError, RunWaiting, WaitInsideBoundaryError
+from spanpoint.events import add_bounded_event
+from spanpoint.graph import RunRequest, build_resume_request, pick_interrupt
+from spanpoint.graph_results import RunResult
+from spanpoint.run import current_frame, require_run
+from spanpoint.stores.base import CheckpointStore, WaitRecord
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+
+
+def wait_for_input(
+    name: str, *, schema: Mapping[str, Any] | None = None, question: str | None = None
+) -> Any:
+    """The value provided for this run's wait ``name``, or suspend the run until there is one.
+
+    Args:
+        name: the wait's stable name within the run (what ``spanpoint input`` names).
+        schema: a JSON Schema the value must match (``type``, ``enum``, ``required`` and
+            ``properties`` are checked when the value is provided).
+        question: what to ask, shown by ``spanpoint runs --waiting``.
+
+    Raises:
+        RunWaiting: no value yet; ``spanpoint.run`` catches it and ends with ``waiting``.
+        WaitInsideBoundaryError: called inside a boundary body or a graph node.
+    """
+    scope = require_run("wait_for_input")
+    _check_name(name)
+    frame = current_frame()
+    if frame is not scope.root or _inside_graph():
+        where = frame.path if frame is not None and frame is not scope.root else "a graph node"
+        raise WaitInsideBoundaryError(
+            f"wait_for_input({name!r}) was called inside {where!r}; a wait suspends the whole "
+            "run, so call it between boundaries at the run's top level (inside a graph node "
+            "use langgraph.types.interrupt and spanpoint.wait_for_interrupt)"
+        )
+    record = scope.store.record_wait(scope.run_id, name, question, _schema_dict(schema))
+    if record.value_json is None:
+        raise RunWaiting(scope.run_id, name, question)
+    value = json.loads(record.value_json)
+    if scope.span is not None:
+        add_bounded_event(semconv.EVENT_WAIT_RESOLVED, {semconv.WAIT_NAME: name}, span=scope.span)
+    return value
+
+
+def wait_for_interrupt(
+    result: RunResult,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    question: str | None = None,
+    name: str | None = None,
+    interrupt_index: int | None = None,
+) -> RunRequest:
+    """Bridge a LangGraph interrupt to a durable wait; return the request that resumes it.
+
+    The wait is named ``name`` (default ``interrupt-<id prefix>``, stable across attempts)
+    and asks ``question`` (default: the interrupt's ``question`` field or string value).
+    """
+    if not isinstance(result, RunResult) or not result.interrupts:
+        build_resume_request(result, None)  # raises for a result that is not interrupted
+        raise ConfigurationError(
+            "the graph stopped at a static breakpoint, which takes no input; resume it with "
+            "build_resume_request(result, None)"
+        )
+    if interrupt_index is None and len(result.interrupts) > 1:
+        raise ConfigurationError(
+            f"the result has {len(result.interrupts)} interrupts; pass interrupt_index=N to "
+            "wait for one of them"
+        )
+    info = pick_interrupt(result.interrupts, interrupt_index or 0)
+    value = wait_for_input(
+        name or f"interrupt-{info.id[:12]}",
+        schema=schema,
+        question=question or _question_of(info.value),
+    )
+    return build_resume_request(result, value, interrupt_index=interrupt_index)
+
+
+def provide_input(
+    run_id: str, name: str, value: Any, *, store: CheckpointStore | str | None = None
+) -> WaitRecord:
+    """Provide the value of wait ``name`` of ``run_id`` (then run the run again).
+
+    The value must be JSON-serializable and match the wait's schema when it has one.
+    """
+    from spanpoint.run import validate_run_id
+
+    validate_run_id(run_id)
+    _check_name(name)
+    target = _store(store)
+    try:
+        value_json = json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"the value for wait {name!r} is not JSON: {exc}") from exc
+    for wait in target.list_waits(pending_only=False):
+        if wait.run_id == run_id and wait.name == name and wait.schema:
+            problem = schema_problem(value, wait.schema)
+            if problem:
+                raise ConfigurationError(
+                    f"the value for wait {name!r} of run {run_id!r} does not match its "
+                    f"schema: {problem}"
+                )
+    return target.provide_input(run_id, name, value_json)
+
+
+def list_waits(
+    *, store: CheckpointStore | str | None = None, pending_only: bool = True
+) -> list[WaitRecord]:
+    """Stored waits (pending ones by default), oldest first."""
+    return _store(store).list_waits(pending_only=pending_only)
+
+
+def schema_problem(value: Any, schema: Mapping[str, Any], where: str = "value") -> str | None:
+    """What is wrong with ``value`` under a small JSON Schema subset, or None when it fits."""
+    expected = schema.get("type")
+    if expected is not None:
+        names = [expected] if isinstance(expected, str) else list(expected)
+        types = tuple(t for n in names for t in _JSON_TYPES.get(n, (object,)))
+        is_bool = isinstance(value, bool)
+        if not isinstance(value, types) or (is_bool and "boolean" not in names):
+            return f"{where} must be of type {'/'.join(names)}, not {type(value).__name__}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where} must be one of {schema['enum']!r}"
+    if isinstance(value, dict):
+        missing = [k for k in schema.get("required", ()) if k not in value]
+        if missing:
+            return f"{where} is missing {', '.join(missing)}"
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value and isinstance(sub, Mapping):
+                problem = schema_problem(value[key], sub, f"{where}.{key}")
+                if problem:
+                    return problem
+    return None
+
+
+def _question_of(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
+        return str(value["question"])
+    return None
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError("a wait needs a non-empty string name, such as 'approval'")
+
+
+def _schema_dict(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if schema is None:
+        return None
+    if not isinstance(schema, Mapping):
+        raise ConfigurationError(
+            "schema must be a JSON Schema mapping, such as {'type': 'boolean'}"
+        )
+    return json.loads(json.dumps(dict(schema)))
+
+
+def _inside_graph() -> bool:
+    try:
+        from langgraph.config import get_config
+
+        get_config()
+    except (RuntimeError, ImportError):
+        return False
+    return True
+
+
+def _store(store: CheckpointStore | str | None) -> CheckpointStore:
+    from spanpoint.config import settings
+    from spanpoint.stores import open_store
+
+    if store is None:
+        return settings().store
+    return open_store(store) if isinstance(store, str) else store
