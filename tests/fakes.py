@@ -102,10 +102,7 @@ class ConversationModel(BaseChatModel):
         reply = self.answer(messages)
         text = str(reply.content)
         for word in text.split(" ") if text else []:
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
-            if run_manager:
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-            yield chunk
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",

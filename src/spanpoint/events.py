@@ -1,6 +1,6 @@
 """Span events: records of what happened inside a boundary, never boundaries themselves.
 
-Stream chunks (and, through the same helper, LangChain callbacks) become *bounded* span
+Stream chunks and LangChain callbacks (``SpanEventCallbackHandler``) become *bounded* span
 events on the span that is current when they arrive. They are never committed and can never
 satisfy a replay: nothing here touches a checkpoint store (design invariant 4).
 
@@ -16,7 +16,9 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
+from uuid import UUID
 
+from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
@@ -207,3 +209,182 @@ class StreamRecorder:
         if policy.capture_state:
             attrs[semconv.STREAM_CONTENT] = policy.to_json(payload)
         return attrs
+
+
+# --- LangChain callbacks -------------------------------------------------------------------
+
+
+class SpanEventCallbackHandler(BaseCallbackHandler):
+    """Records LangChain callbacks as bounded ``spanpoint.callback`` events on the current span.
+
+    LLM start/end/error, the first streamed token (time to first token, also set on the span
+    as ``gen_ai.response.time_to_first_chunk``), tool start/end/error, retriever and chain
+    events. Like every event it never commits or replays anything: a run observed only by
+    callbacks has no checkpoints, and a replay never consults them.
+
+    >>> agent.invoke(inputs, config={"callbacks": [SpanEventCallbackHandler()]})  # doctest: +SKIP
+
+    Args:
+        policy: the capture policy (default: ``configure``'s); tool inputs and outputs are
+            only recorded, redacted, when it captures content on events.
+        chains: also record chain start/end (every LangGraph node and runnable: noisy).
+    """
+
+    run_inline = True  # in the caller's context, so the current span is the right one
+
+    def __init__(self, policy: CapturePolicy | None = None, *, chains: bool = False) -> None:
+        self.policy = policy
+        self.chains = chains
+        self._llm_runs: dict[UUID, list[float]] = {}  # run -> [started, first token, tokens]
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SpanEventCallbackHandler(chains={self.chains})"
+
+    @property
+    def ignore_chain(self) -> bool:
+        """LangChain skips chain callbacks unless ``chains=True`` (they are very frequent)."""
+        return not self.chains
+
+    def _event(self, kind: str, run_id: UUID, **attrs: Any) -> None:
+        attrs[semconv.CALLBACK_TYPE] = kind
+        attrs[semconv.CALLBACK_RUN_ID] = str(run_id)
+        add_bounded_event(semconv.EVENT_CALLBACK, attrs, policy=self.policy)
+
+    def _content(self, value: Any) -> str | None:
+        policy = _policy(self.policy)
+        return policy.to_json(value) if policy.content_on_events else None
+
+    # --- model calls ---------------------------------------------------------------------
+
+    def on_chat_model_start(
+        self, serialized: Any, messages: list[list[Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        """A chat model call started."""
+        self._llm_started(run_id, kwargs, sum(len(batch) for batch in messages))
+
+    def on_llm_start(
+        self, serialized: Any, prompts: list[str], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        """A completion model call started."""
+        self._llm_started(run_id, kwargs, len(prompts))
+
+    def _llm_started(self, run_id: UUID, kwargs: Mapping[str, Any], messages: int) -> None:
+        with self._lock:
+            if len(self._llm_runs) > 1024:  # runs whose end never came: do not grow forever
+                self._llm_runs.clear()
+            self._llm_runs[run_id] = [time.monotonic(), 0.0, 0.0]
+        metadata = kwargs.get("metadata") or {}
+        self._event(
+            "llm_start",
+            run_id,
+            **{
+                semconv.CALLBACK_NAME: metadata.get("ls_model_name"),
+                semconv.GEN_AI_PROVIDER_NAME: metadata.get("ls_provider"),
+                "spanpoint.callback.messages": messages,
+            },
+        )
+
+    def on_llm_new_token(self, token: str, *, run_id: UUID, **kwargs: Any) -> None:
+        """A streamed token: the first one records the time to first token."""
+        with self._lock:
+            state = self._llm_runs.get(run_id)
+            if state is None:
+                return
+            state[2] += 1
+            first = state[1] == 0.0
+            if first:
+                state[1] = time.monotonic() - state[0]
+        if first:
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.set_attribute(semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, state[1])
+            self._event(
+                "llm_first_token", run_id, **{semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: state[1]}
+            )
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A model call ended: usage, finish reason, streamed token count."""
+        with self._lock:
+            state = self._llm_runs.pop(run_id, None)
+        attrs: dict[str, Any] = {}
+        if state is not None and state[2]:
+            attrs[semconv.CALLBACK_TOKENS] = int(state[2])
+            attrs[semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = state[1]
+        message = _first_message(response)
+        usage = getattr(message, "usage_metadata", None) or {}
+        attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = usage.get("input_tokens")
+        attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.get("output_tokens")
+        meta = getattr(message, "response_metadata", None) or {}
+        reason = meta.get("finish_reason") or meta.get("stop_reason")
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [str(reason)] if reason else None
+        self._event("llm_end", run_id, **attrs)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A model call failed."""
+        with self._lock:
+            self._llm_runs.pop(run_id, None)
+        self._event("llm_error", run_id, **{semconv.ERROR_TYPE: type(error).__qualname__})
+
+    # --- tools, retrievers, chains -------------------------------------------------------
+
+    def on_tool_start(
+        self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        """A tool started (its input only when content capture is on, redacted)."""
+        name = (serialized or {}).get("name") or (kwargs.get("metadata") or {}).get("name")
+        inputs = kwargs.get("inputs")
+        content = self._content(inputs if inputs is not None else input_str)
+        self._event(
+            "tool_start",
+            run_id,
+            **{semconv.CALLBACK_NAME: name, semconv.CALLBACK_CONTENT: content},
+        )
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A tool returned (its output only when content capture is on, redacted)."""
+        content = getattr(output, "content", output)
+        self._event("tool_end", run_id, **{semconv.CALLBACK_CONTENT: self._content(content)})
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A tool raised."""
+        self._event("tool_error", run_id, **{semconv.ERROR_TYPE: type(error).__qualname__})
+
+    def on_retriever_start(
+        self, serialized: Any, query: str, *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        """A retriever started."""
+        name = (serialized or {}).get("name") or (kwargs.get("metadata") or {}).get("name")
+        self._event(
+            "retriever_start",
+            run_id,
+            **{semconv.CALLBACK_NAME: name, semconv.CALLBACK_CONTENT: self._content(query)},
+        )
+
+    def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
+        """A retriever returned documents (counted)."""
+        self._event("retriever_end", run_id, **{semconv.CALLBACK_DOCUMENTS: len(documents)})
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A retriever raised."""
+        self._event("retriever_error", run_id, **{semconv.ERROR_TYPE: type(error).__qualname__})
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A chain (graph node, runnable) started; recorded only with ``chains=True``."""
+        name = kwargs.get("name") or (serialized or {}).get("name")
+        self._event("chain_start", run_id, **{semconv.CALLBACK_NAME: name})
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """A chain ended; recorded only with ``chains=True``."""
+        self._event("chain_end", run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A chain raised; recorded only with ``chains=True``."""
+        self._event("chain_error", run_id, **{semconv.ERROR_TYPE: type(error).__qualname__})
+
+
+def _first_message(response: Any) -> Any:
+    try:
+        return response.generations[0][0].message
+    except (AttributeError, IndexError, TypeError):
+        return None

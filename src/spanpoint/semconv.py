@@ -111,6 +111,13 @@ EVENT_CHECKPOINT_COMMIT_FAILED: Final = "spanpoint.checkpoint.commit_failed"
 EVENT_REPLAYED: Final = "spanpoint.replayed"
 EVENT_STREAM_CHUNK: Final = "spanpoint.stream.chunk"
 EVENT_CALLBACK: Final = "spanpoint.callback"
+# Attributes of spanpoint.callback events (LangChain callbacks, recorded by events.py).
+CALLBACK_TYPE: Final = "spanpoint.callback.type"
+CALLBACK_RUN_ID: Final = "spanpoint.callback.run_id"
+CALLBACK_NAME: Final = "spanpoint.callback.name"
+CALLBACK_TOKENS: Final = "spanpoint.callback.tokens"
+CALLBACK_DOCUMENTS: Final = "spanpoint.callback.documents"
+CALLBACK_CONTENT: Final = "spanpoint.callback.content"
 EVENT_WAITING: Final = "spanpoint.run.waiting"
 
 # Stream chunk events (spanpoint.stream.chunk) and the stream's totals on its span.
