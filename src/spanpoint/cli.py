@@ -1,13 +1,16 @@
-"""The ``spanpoint`` command: look at durable runs in a checkpoint store.
+"""The ``spanpoint`` command: the demo, and a look at durable runs in a checkpoint store.
 
-``spanpoint runs`` lists runs; ``spanpoint show RUN_ID`` prints a run's boundaries as a tree
-per attempt (executed, replayed or failed, with durations); ``spanpoint doctor`` says where
-checkpoints and traces go. Nothing imports this module.
+``spanpoint demo`` runs the offline ticket demo; ``spanpoint runs`` lists runs (``--waiting``:
+those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` provides);
+``spanpoint show RUN_ID`` prints a run's boundaries as a tree per attempt (executed, replayed
+or failed, with durations); ``spanpoint doctor`` says where checkpoints and traces go.
+Nothing imports this module.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -57,9 +60,15 @@ def _when(epoch: float) -> str:
 def runs(
     store: StoreOption = None,
     limit: Annotated[int, typer.Option(help="How many runs to list, newest first.")] = 50,
+    waiting: Annotated[
+        bool, typer.Option("--waiting", help="List the runs waiting for input instead.")
+    ] = False,
 ) -> None:
     """List the durable runs in the store."""
     st = _open(store)
+    if waiting:
+        _list_waits(st)
+        return
     records = st.list_runs(limit=limit)
     if not records:
         console.print(f"no runs in {st.description}")
@@ -72,6 +81,58 @@ def runs(
             r.run_id, r.name or "", str(r.attempts), str(r.committed), r.status, _when(r.updated_at)
         )
     console.print(table)
+
+
+def _list_waits(st: CheckpointStore) -> None:
+    waits = st.list_waits(pending_only=True)
+    if not waits:
+        console.print(f"no run is waiting for input in {st.description}")
+        return
+    table = Table(title=f"runs waiting for input in {st.description}")
+    for column in ("run id", "wait", "question", "schema", "since"):
+        table.add_column(column)
+    for w in waits:
+        schema = json.dumps(w.schema) if w.schema else ""
+        table.add_row(w.run_id, w.name, w.question or "", schema, _when(w.created_at))
+    console.print(table)
+    console.print("provide a value: spanpoint input RUN_ID WAIT --json VALUE, then rerun the run")
+
+
+@app.command("input")
+def input_(
+    run_id: str,
+    name: Annotated[str, typer.Argument(help="The wait's name, as `runs --waiting` lists it.")],
+    value: Annotated[str, typer.Option("--json", help="The value, as JSON (true, 3, '\"yes\"').")],
+    store: StoreOption = None,
+) -> None:
+    """Provide the input a waiting run asked for; run the run again to continue it."""
+    from spanpoint.waits import provide_input
+
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        console.print(
+            f"[red]error:[/] --json {value!r} is not JSON ({exc}); quote strings: '\"yes\"'"
+        )
+        raise typer.Exit(2) from exc
+    try:
+        provide_input(run_id, name, parsed, store=_open(store))
+    except SpanpointError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    console.print(f"provided {name!r} for run {run_id!r}; run it again to continue")
+
+
+@app.command()
+def demo(
+    run_id: Annotated[
+        str | None, typer.Option(help="Run id to use (default: a new one per invocation).")
+    ] = None,
+) -> None:
+    """Run the offline ticket demo: a crash, then a replay, printed as trace trees."""
+    from spanpoint.demo import main as run_demo
+
+    raise typer.Exit(run_demo(run_id=run_id, echo=console.print))
 
 
 @dataclass
