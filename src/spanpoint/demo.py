@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -33,6 +33,7 @@ import spanpoint
 from spanpoint.graph import GraphRunner, RunRequest, build_resume_request
 from spanpoint.graph_results import RunResult
 from spanpoint.run import current_run
+from spanpoint.waits import wait_for_interrupt
 
 TICKETS = {
     "42": {
@@ -183,9 +184,19 @@ class FlowOutcome:
 
 
 def run_ticket_flow(
-    runner: GraphRunner, run_id: str, ticket_id: str = "42", *, approve: bool = True
+    runner: GraphRunner,
+    run_id: str,
+    ticket_id: str = "42",
+    *,
+    approve: bool | Literal["wait"] = True,
+    on_triaged: Callable[[list[RunResult]], None] | None = None,
 ) -> FlowOutcome:
-    """One attempt of the flow as durable run ``run_id``; exceptions are kept, not raised."""
+    """One attempt of the flow as durable run ``run_id``; exceptions are kept, not raised.
+
+    ``approve`` answers the escalation interrupt; ``"wait"`` turns it into a durable wait
+    named ``approval`` (``spanpoint input RUN_ID approval --json true``). ``on_triaged`` sees
+    the graph results before the report is written.
+    """
     results: list[RunResult] = []
     run = spanpoint.run(run_id, name="ticket-flow")
     error: BaseException | None = None
@@ -198,9 +209,13 @@ def run_ticket_flow(
                 RunRequest.start({"messages": [HumanMessage(text)]}, thread_id=thread)
             )
             results.append(result)
-            if result.interrupted:  # the supervisor answers the approval interrupt
-                result = runner.invoke(build_resume_request(result, approve))
-                results.append(result)
+            if result.interrupted and approve == "wait":
+                resume = wait_for_interrupt(result, schema={"type": "boolean"}, name="approval")
+                results.append(result := runner.invoke(resume))
+            elif result.interrupted:  # the supervisor answers the approval interrupt
+                results.append(result := runner.invoke(build_resume_request(result, approve)))
+            if on_triaged is not None:
+                on_triaged(results)
             final = result.output["messages"][-1].content
             report = write_report(ticket, str(final))
             notify_customer(ticket, report)
