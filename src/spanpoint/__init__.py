@@ -17,6 +17,15 @@ from spanpoint.config import Settings, configure, settings
 from spanpoint.errors import (
     ConfigurationError,
     CorruptCheckpointError,
+    GuardConcurrentResumeError,
+    GuardError,
+    GuardNotResumableError,
+    GuardResumeArgumentError,
+    GuardResumeError,
+    GuardRunNotStoppedError,
+    GuardStaleCheckpointError,
+    GuardThreadStoppedError,
+    GuardUnknownThreadError,
     InvalidRunIdError,
     LeaseTimeoutError,
     NotInRunError,
@@ -35,6 +44,15 @@ from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_sto
 if TYPE_CHECKING:
     from spanpoint.graph import DurabilityPolicy, GraphRunner, RunRequest, build_resume_request
     from spanpoint.graph_results import InterruptInfo, RunResult
+    from spanpoint.guard import (
+        Guard,
+        GuardConfig,
+        GuardedGraph,
+        GuardMiddleware,
+        GuardReport,
+        compile_guarded_graph,
+        guard_graph,
+    )
     from spanpoint.middleware import CheckpointMiddleware
     from spanpoint.waits import provide_input, wait_for_input, wait_for_interrupt
 
@@ -50,6 +68,20 @@ __all__ = [
     "DurabilityPolicy",
     "DurableSampler",
     "GraphRunner",
+    "Guard",
+    "GuardConcurrentResumeError",
+    "GuardConfig",
+    "GuardError",
+    "GuardMiddleware",
+    "GuardNotResumableError",
+    "GuardReport",
+    "GuardResumeArgumentError",
+    "GuardResumeError",
+    "GuardRunNotStoppedError",
+    "GuardStaleCheckpointError",
+    "GuardThreadStoppedError",
+    "GuardUnknownThreadError",
+    "GuardedGraph",
     "InterruptInfo",
     "InvalidRunIdError",
     "LeaseTimeoutError",
@@ -66,8 +98,10 @@ __all__ = [
     "StoreUnavailableError",
     "__version__",
     "build_resume_request",
+    "compile_guarded_graph",
     "configure",
     "current_run",
+    "guard_graph",
     "open_store",
     "provide_input",
     "run",
@@ -88,6 +122,13 @@ _LAZY = {
     "provide_input": "spanpoint.waits",
     "wait_for_input": "spanpoint.waits",
     "wait_for_interrupt": "spanpoint.waits",
+    "Guard": "spanpoint.guard",
+    "GuardConfig": "spanpoint.guard",
+    "GuardMiddleware": "spanpoint.guard",
+    "GuardReport": "spanpoint.guard",
+    "GuardedGraph": "spanpoint.guard",
+    "compile_guarded_graph": "spanpoint.guard",
+    "guard_graph": "spanpoint.guard",
 }
 
 

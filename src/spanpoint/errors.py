@@ -71,3 +71,43 @@ class RunWaiting(SpanpointError):
             + (f" ({question})" if question else "")
             + f"; provide it with `spanpoint input {run_id} {name} --json VALUE` and run again"
         )
+
+
+class GuardError(SpanpointError):
+    """Base class of the loop guard's errors."""
+
+
+class GuardResumeError(GuardError):
+    """A guarded thread cannot be invoked or resumed as asked. Nothing was changed."""
+
+
+class GuardUnknownThreadError(GuardResumeError, LookupError):
+    """The thread has no checkpoint: it never ran, or under another checkpointer."""
+
+
+class GuardThreadStoppedError(GuardResumeError):
+    """A plain invoke would silently continue a thread the guard stopped.
+
+    Resume it with ``resume(config, correction=...)`` (detector stops), or start a new
+    thread (budget stops are final).
+    """
+
+
+class GuardRunNotStoppedError(GuardResumeError):
+    """Resume was asked for a run the guard did not stop (it completed, or is running)."""
+
+
+class GuardNotResumableError(GuardResumeError):
+    """The run hit a hard budget; a budget stop is final and cannot be resumed."""
+
+
+class GuardStaleCheckpointError(GuardResumeError):
+    """The thread's checkpoint changed since the guard stopped it; look at it again."""
+
+
+class GuardConcurrentResumeError(GuardResumeError):
+    """Another continuation of this thread is already running; exactly one may win."""
+
+
+class GuardResumeArgumentError(GuardResumeError, ValueError):
+    """A resume argument is unusable: an empty correction or a grant that is not 1, 2, …"""

@@ -1,0 +1,47 @@
+"""The guard: an OpenTelemetry-native circuit breaker for looping agents.
+
+It notices an agent repeating a tool call, cycling through the same calls, making no
+progress or failing again and again, and enforces step, token, cost and time budgets. On a
+detection the next model call gets a reflection note; if that does not help (or a budget is
+hit) the run stops cleanly — every requested tool call answered, one truthful explanation,
+``guard_terminated`` / ``guard_reason`` in state — and a detector stop can be resumed with a
+correction. Every check, detection and decision is OpenTelemetry (span attributes, span
+events, metrics).
+
+* :class:`GuardMiddleware` for ``create_agent`` agents;
+* :func:`guard_graph` for hand-built agent ⇄ tools ``StateGraph``s;
+* :func:`compile_guarded_graph` / :class:`GuardedGraph` for explicit, checked resume;
+* :class:`Guard` for agent loops outside LangGraph.
+
+Guard state lives in graph state under ``spanpoint_guard``: per thread, checkpointed, never
+on these objects. :meth:`GuardReport.from_state` reads it back.
+"""
+
+from spanpoint.guard.config import GuardConfig, TokenPrice, ToolPolicy
+from spanpoint.guard.detectors import Detection, ToolResult
+from spanpoint.guard.engine import REASON_KEY, STATE_KEY, TERMINATED_KEY
+from spanpoint.guard.graph import guard_graph
+from spanpoint.guard.loop import Guard, GuardDecision, GuardStep
+from spanpoint.guard.middleware import GuardAgentState, GuardMiddleware
+from spanpoint.guard.report import GuardReport
+from spanpoint.guard.runner import GuardedGraph, compile_guarded_graph
+
+__all__ = [
+    "REASON_KEY",
+    "STATE_KEY",
+    "TERMINATED_KEY",
+    "Detection",
+    "Guard",
+    "GuardAgentState",
+    "GuardConfig",
+    "GuardDecision",
+    "GuardMiddleware",
+    "GuardReport",
+    "GuardStep",
+    "GuardedGraph",
+    "TokenPrice",
+    "ToolPolicy",
+    "ToolResult",
+    "compile_guarded_graph",
+    "guard_graph",
+]

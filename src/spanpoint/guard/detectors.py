@@ -1,0 +1,192 @@
+"""The four loop detectors: tool repeat, cycle, no progress, error loop.
+
+They are pure functions over the run's bounded call history and counters (kept in graph
+state by the caller), so each one can be tested on plain lists. Every tool call of a turn is
+analysed, parallel calls and duplicates inside one turn included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from spanpoint.guard.config import CYCLE, ERROR_LOOP, NO_PROGRESS, TOOL_REPEAT, GuardConfig
+
+# How many result fingerprints the no-progress detector remembers per run.
+SEEN_RESULTS_LIMIT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """One detector firing: which pattern, on which tools, and the evidence for it.
+
+    ``evidence`` is a one-line summary built from tool names and counts only (never tool
+    arguments or output). ``fields`` are the template values for the reflection text.
+    ``confidence`` is 1.0 for these structural detectors, which match exactly.
+    """
+
+    pattern: str
+    evidence: str
+    tools: tuple[str, ...]
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    confidence: float = 1.0
+
+    def to_dict(self, step: int) -> dict[str, Any]:
+        """A JSON-safe record of this detection at ``step``."""
+        return {
+            "pattern": self.pattern,
+            "step": step,
+            "tools": list(self.tools),
+            "evidence": self.evidence,
+            "confidence": self.confidence,
+        }
+
+
+class ToolResult(NamedTuple):
+    """A tool call's outcome as the detectors see it."""
+
+    tool: str
+    content: str
+    is_error: bool
+
+
+def call_key(tool: str, args: Any) -> str:
+    """A short identity for a tool call: its name and a digest of its normalized arguments.
+
+    Arguments are JSON with sorted keys, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}``
+    are the same call.
+    """
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{tool}#{hashlib.blake2b(text.encode(), digest_size=8).hexdigest()}"
+
+
+def tool_of(key: str) -> str:
+    """The tool name inside a :func:`call_key`."""
+    return key.rpartition("#")[0]
+
+
+def detect_repeat(
+    recent: Sequence[str], new_keys: Sequence[str], cfg: GuardConfig
+) -> Detection | None:
+    """``tool_repeat`` if a call of this turn now occurs too often in the recent window."""
+    if cfg.tool_repeat_threshold is None or not new_keys:
+        return None
+    window = recent[-cfg.tool_repeat_window :]
+    worst: tuple[int, str] | None = None
+    for key in dict.fromkeys(new_keys):
+        policy = cfg.policy(tool_of(key))
+        threshold = cfg.tool_repeat_threshold
+        if policy is not None:
+            if policy.allow_repeat:
+                continue
+            threshold = policy.repeat_threshold or threshold
+        count = window.count(key)
+        if count >= threshold and (worst is None or count > worst[0]):
+            worst = (count, key)
+    if worst is None:
+        return None
+    count, key = worst
+    tool = tool_of(key)
+    in_turn = new_keys.count(key)
+    return Detection(
+        pattern=TOOL_REPEAT,
+        evidence=(
+            f"{tool} called {count} times with identical arguments in the last "
+            f"{len(window)} tool calls ({in_turn} in this step)"
+        ),
+        tools=(tool,),
+        fields={"tool": tool, "tools": tool, "count": count},
+    )
+
+
+def detect_cycle(recent: Sequence[str], cfg: GuardConfig) -> Detection | None:
+    """``cycle`` if the history ends with a block of 2+ distinct calls repeated back to back."""
+    if cfg.cycle_max_period is None:
+        return None
+    repeats = cfg.cycle_repeats
+    for period in range(2, cfg.cycle_max_period + 1):
+        span = period * repeats
+        if len(recent) < span:
+            break
+        block = recent[-period:]
+        if len(set(block)) < 2:
+            continue
+        tail = recent[-span:]
+        if all(tail[i] == block[i % period] for i in range(span - period)):
+            names = tuple(tool_of(k) for k in block)
+            sequence = " → ".join(names)
+            return Detection(
+                pattern=CYCLE,
+                evidence=f"the sequence {sequence} repeated {repeats} times in a row",
+                tools=tuple(dict.fromkeys(names)),
+                fields={
+                    "tool": names[0],
+                    "tools": ", ".join(dict.fromkeys(names)),
+                    "sequence": sequence,
+                    "period": period,
+                    "repeats": repeats,
+                    "count": span,
+                },
+            )
+    return None
+
+
+def ingest_results(
+    counters: MutableMapping[str, Any], results: Sequence[ToolResult], cfg: GuardConfig
+) -> list[Detection]:
+    """Fold one step's tool results into the counters; return error-loop / no-progress hits.
+
+    ``counters`` holds ``consecutive_errors``, ``error_tools``, ``seen_results`` and
+    ``no_progress_steps`` and is updated in place (the caller passes its own copy).
+    """
+    if not results:
+        return []
+    seen: list[str] = counters["seen_results"]
+    progress = False
+    errors = 0
+    for result in results:
+        if result.is_error:
+            policy = cfg.policy(result.tool)
+            if policy is None or policy.count_errors:
+                errors += 1
+                counters["consecutive_errors"] += 1
+                counters["error_tools"] = [*counters["error_tools"][-4:], result.tool]
+            continue
+        counters["consecutive_errors"] = 0
+        counters["error_tools"] = []
+        fingerprint = hashlib.blake2b(
+            f"{result.tool}\x00{result.content}".encode(), digest_size=8
+        ).hexdigest()
+        if fingerprint not in seen:
+            progress = True
+            seen.append(fingerprint)
+    del seen[:-SEEN_RESULTS_LIMIT]
+    counters["no_progress_steps"] = 0 if progress else counters["no_progress_steps"] + 1
+    found: list[Detection] = []
+    threshold = cfg.error_loop_threshold
+    if errors and threshold is not None and counters["consecutive_errors"] >= threshold:
+        tools = tuple(dict.fromkeys(counters["error_tools"]))
+        count = counters["consecutive_errors"]
+        found.append(
+            Detection(
+                pattern=ERROR_LOOP,
+                evidence=f"{count} consecutive tool calls failed ({', '.join(tools)})",
+                tools=tools,
+                fields={"tool": tools[0], "tools": ", ".join(tools), "count": count},
+            )
+        )
+    steps = counters["no_progress_steps"]
+    if cfg.no_progress_steps is not None and steps >= cfg.no_progress_steps:
+        tools = tuple(dict.fromkeys(r.tool for r in results))
+        found.append(
+            Detection(
+                pattern=NO_PROGRESS,
+                evidence=f"{steps} consecutive steps returned no new tool results",
+                tools=tools,
+                fields={"tool": tools[0], "tools": ", ".join(tools), "steps": steps},
+            )
+        )
+    return found

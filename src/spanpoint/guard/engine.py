@@ -1,0 +1,388 @@
+"""The guard's decision engine: one step in, a decision and the next guard state out.
+
+The engine holds no run data itself. Everything it knows about a run lives in a JSON-safe
+dict (``state``) that the adapters keep in LangGraph graph state under :data:`STATE_KEY`:
+one per thread, checkpointed with the thread, so concurrent threads never share counters
+and a stopped run can be resumed by another process.
+
+A step is seen twice: :meth:`GuardEngine.before_model` folds in the previous step's tool
+results (error loop, no progress), enforces the step and time budgets and delivers a pending
+reflection; :meth:`GuardEngine.after_model` adds the call's usage (tokens, cost) and analyses
+every tool call the model asked for (tool repeat, cycle).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from spanpoint.guard import budgets, detectors, termination
+from spanpoint.guard.config import CYCLE, TOOL_REPEAT, GuardConfig
+from spanpoint.guard.detectors import Detection, ToolResult
+from spanpoint.guard.reflection import guard_kind, reflection_message, reflection_text
+from spanpoint.guard.telemetry import GuardTelemetry
+
+STATE_KEY: Final = "spanpoint_guard"
+TERMINATED_KEY: Final = "guard_terminated"
+REASON_KEY: Final = "guard_reason"
+STATE_VERSION: Final = 1
+DETECTIONS_KEPT: Final = 50
+
+
+class Decision(NamedTuple):
+    """What an adapter must do around one model call.
+
+    ``state`` is the new guard state to write. ``messages`` are to be added to the history:
+    before the model call (a reflection) when ``stop`` is false, or — when ``stop`` is true —
+    instead of further work (skipped tool results and the explanation).
+    """
+
+    state: dict[str, Any]
+    messages: list[BaseMessage]
+    stop: bool = False
+
+    def updates(self) -> dict[str, Any]:
+        """The graph-state keys to write for this decision (messages excluded)."""
+        return state_updates(self.state)
+
+
+def state_updates(state: dict[str, Any]) -> dict[str, Any]:
+    """Guard state plus the two plain keys that say whether and why the run was stopped."""
+    stop = state.get("termination")
+    return {
+        STATE_KEY: state,
+        TERMINATED_KEY: stop is not None,
+        REASON_KEY: stop["reason"] if stop else None,
+    }
+
+
+def new_state(run: int = 1, now: float | None = None) -> dict[str, Any]:
+    """The guard state at the start of a run."""
+    return {
+        "v": STATE_VERSION,
+        "run": run,
+        "status": "running",
+        "breaker": "closed",
+        "steps": 0,
+        "tool_calls": 0,
+        "tokens": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "tokens_estimated": False,
+        "cost_usd": 0.0,
+        "unpriced_calls": 0,
+        "wall_before": 0.0,
+        "segment_started_at": time.time() if now is None else now,
+        "wall_seconds": 0.0,
+        "recent_calls": [],
+        "seen_results": [],
+        "no_progress_steps": 0,
+        "consecutive_errors": 0,
+        "error_tools": [],
+        "ingested": None,
+        "episode": None,
+        "pending_reflection": None,
+        "reflections": 0,
+        "detection_count": 0,
+        "detections": [],
+        "overruns": [],
+        "termination": None,
+        "resumes": [],
+    }
+
+
+class GuardEngine:
+    """Applies one :class:`GuardConfig` to guard states; shared by every adapter."""
+
+    __slots__ = ("config", "telemetry")
+
+    def __init__(self, config: GuardConfig, telemetry: GuardTelemetry) -> None:
+        self.config = config
+        self.telemetry = telemetry
+
+    def start_run(self, previous: dict[str, Any] | None, now: float | None = None) -> dict:
+        """A fresh state for a new run on a thread (new input), numbered after the last."""
+        return new_state(run=(previous or {}).get("run", 0) + 1, now=now)
+
+    def before_model(
+        self, state: dict[str, Any] | None, history: Sequence[BaseMessage], now: float | None = None
+    ) -> Decision:
+        """Ingest the last step's tool results, enforce step/time budgets, deliver reflections."""
+        s = _working_copy(state, now)
+        _tick_wall(s, time.time() if now is None else now)
+        found = self._ingest(s, history)
+        overrun = budgets.overrun_before_model(s, self.config)
+        if overrun is not None and self.config.enforcing:
+            return self._stop_for_budget(s, overrun, history)
+        if overrun is not None:
+            self._observe_overrun(s, overrun)
+        decision = self._on_detections(s, found, history, before_model=True)
+        if decision is not None:
+            return decision
+        messages: list[BaseMessage] = []
+        pending = s["pending_reflection"]
+        if pending is not None:
+            s["pending_reflection"] = None
+            s["episode"] = {**s["episode"], "delivered": True}
+            messages.append(reflection_message(pending["text"], pending["pattern"], s["steps"]))
+        self.telemetry.check(s)
+        return Decision(s, messages)
+
+    def after_model(
+        self,
+        state: dict[str, Any] | None,
+        response: AIMessage,
+        prompt: Sequence[BaseMessage],
+        now: float | None = None,
+    ) -> Decision:
+        """Count the call's usage and analyse every tool call it asked for."""
+        s = _working_copy(state, now)
+        s["steps"] += 1
+        _tick_wall(s, time.time() if now is None else now)
+        self._add_usage(s, response, prompt)
+        found = self._analyse_calls(s, response)
+        overrun = budgets.overrun_after_model(s, self.config)
+        if overrun is not None and self.config.enforcing:
+            return self._stop_for_budget(s, overrun, [response])
+        if overrun is not None:
+            self._observe_overrun(s, overrun)
+        decision = self._on_detections(s, found, [response], before_model=False)
+        if decision is not None:
+            return decision
+        if not response.tool_calls:
+            s["status"] = "completed"
+        episode = s["episode"]
+        if episode is not None and episode.get("delivered"):
+            final_answer = not response.tool_calls
+            if final_answer or episode["pattern"] in (TOOL_REPEAT, CYCLE):
+                self._recover(s)
+        self.telemetry.check(s)
+        return Decision(s, [])
+
+    def resume(
+        self, state: dict[str, Any], *, grant: int, author: str, now: float | None = None
+    ) -> dict[str, Any]:
+        """The state of a stopped run continued with a correction and ``grant`` reflections."""
+        s = _working_copy(state, now)
+        stop = s["termination"]
+        s["termination"] = None
+        s["status"] = "running"
+        s["breaker"] = "half_open"
+        s["segment_started_at"] = time.time() if now is None else now
+        episode = s["episode"] or {"pattern": stop["reason"], "reflections": 0, "allowed": 0}
+        s["episode"] = {**episode, "allowed": episode["allowed"] + grant, "delivered": True}
+        s["resumes"] = [
+            *s["resumes"],
+            {"step": s["steps"], "reason": stop["reason"], "granted": grant, "author": author},
+        ]
+        self.telemetry.resumed(stop["reason"], s["steps"], grant, author)
+        return s
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _ingest(self, s: dict[str, Any], history: Sequence[BaseMessage]) -> list[Detection]:
+        ai, results = _last_step_results(history)
+        if ai is None or not ai.tool_calls:
+            return []
+        marker = ai.id or f"#{len(history)}"
+        if marker == s["ingested"]:
+            return []
+        s["ingested"] = marker
+        s["seen_results"] = list(s["seen_results"])
+        found = detectors.ingest_results(s, results, self.config)
+        # An error-loop or no-progress episode ends when a step's results no longer show it.
+        episode = s["episode"]
+        if (
+            episode is not None
+            and episode.get("delivered")
+            and results
+            and episode["pattern"] not in (TOOL_REPEAT, CYCLE)
+            and not any(d.pattern == episode["pattern"] for d in found)
+        ):
+            self._recover(s)
+        return found
+
+    def _add_usage(self, s: dict[str, Any], response: AIMessage, prompt: Sequence[BaseMessage]):
+        usage = budgets.usage_of(response, prompt, self.config)
+        s["input_tokens"] += usage.input_tokens
+        s["output_tokens"] += usage.output_tokens
+        s["tokens"] += usage.total
+        s["tokens_estimated"] = s["tokens_estimated"] or usage.estimated
+        if self.config.costs_tracked:
+            cost = budgets.cost_of(usage, self.config)
+            if cost is None:
+                s["unpriced_calls"] += 1
+            else:
+                s["cost_usd"] += cost
+
+    def _analyse_calls(self, s: dict[str, Any], response: AIMessage) -> list[Detection]:
+        calls = response.tool_calls
+        if not calls:
+            return []
+        s["tool_calls"] += len(calls)
+        cfg = self.config
+        keys = [
+            detectors.call_key(call["name"], call.get("args"))
+            for call in calls
+            if not ((policy := cfg.policy(call["name"])) and policy.allow_repeat)
+        ]
+        keep = max(cfg.tool_repeat_window, (cfg.cycle_max_period or 0) * cfg.cycle_repeats)
+        recent = [*s["recent_calls"], *keys][-keep:]
+        s["recent_calls"] = recent
+        found = []
+        if (hit := detectors.detect_repeat(recent, keys, cfg)) is not None:
+            found.append(hit)
+        if keys and (hit := detectors.detect_cycle(recent, cfg)) is not None:
+            found.append(hit)
+        return found
+
+    def _on_detections(
+        self,
+        s: dict[str, Any],
+        found: list[Detection],
+        history: Sequence[BaseMessage],
+        *,
+        before_model: bool,
+    ) -> Decision | None:
+        if not found:
+            return None
+        for detection in found:
+            self._record(s, detection)
+        if not self.config.enforcing:
+            return None
+        if s["episode"] is not None and not s["episode"].get("delivered"):
+            # The model has not seen the reflection for this episode yet: let it.
+            return None
+        detection = found[0]
+        episode = s["episode"] or {
+            "pattern": detection.pattern,
+            "reflections": 0,
+            "allowed": self.config.max_reflections,
+            "delivered": False,
+        }
+        if episode["reflections"] >= episode["allowed"]:
+            s["episode"] = episode
+            return self._stop_for_detection(s, detection, history)
+        used = episode["reflections"] + 1
+        s["episode"] = {**episode, "reflections": used, "delivered": before_model}
+        s["breaker"] = "half_open"
+        s["reflections"] += 1
+        fields = {**detection.fields, "remaining": episode["allowed"] - used}
+        text = reflection_text(detection.pattern, fields, self.config)
+        self.telemetry.reflection(detection.pattern, s["steps"], used, episode["allowed"])
+        self.telemetry.check(s)
+        if before_model:
+            return Decision(s, [reflection_message(text, detection.pattern, s["steps"])])
+        s["pending_reflection"] = {"pattern": detection.pattern, "text": text}
+        return Decision(s, [])
+
+    def _record(self, s: dict[str, Any], detection: Detection) -> None:
+        s["detection_count"] += 1
+        s["detections"] = [*s["detections"], detection.to_dict(s["steps"])][-DETECTIONS_KEPT:]
+        self.telemetry.detection(detection, s["steps"], self.config.mode)
+
+    def _recover(self, s: dict[str, Any]) -> None:
+        pattern = s["episode"]["pattern"]
+        s["episode"] = None
+        s["breaker"] = "closed"
+        self.telemetry.recovered(pattern, s["steps"])
+
+    def _observe_overrun(self, s: dict[str, Any], overrun: budgets.Overrun) -> None:
+        if overrun.budget in s["overruns"]:
+            return
+        s["overruns"] = [*s["overruns"], overrun.budget]
+        evidence = f"{overrun.budget}: used {overrun.used:g} of {overrun.limit:g}"
+        self._record(s, Detection(overrun.budget, evidence, ()))
+
+    def _stop_for_detection(
+        self, s: dict[str, Any], detection: Detection, history: Sequence[BaseMessage]
+    ) -> Decision:
+        reflected = s["episode"]["reflections"] > 0 or bool(s["resumes"])
+        return self._stop(
+            s,
+            detection.pattern,
+            "detector",
+            dict(detection.fields),
+            history,
+            reflected=reflected,
+            evidence=detection.evidence,
+        )
+
+    def _stop_for_budget(
+        self, s: dict[str, Any], overrun: budgets.Overrun, history: Sequence[BaseMessage]
+    ) -> Decision:
+        fields = termination.budget_fields(overrun, s["tokens_estimated"])
+        evidence = f"{overrun.budget}: used {fields['used']} of {fields['limit']}"
+        return self._stop(s, overrun.budget, "budget", fields, history, evidence=evidence)
+
+    def _stop(
+        self,
+        s: dict[str, Any],
+        reason: str,
+        kind: str,
+        fields: dict[str, Any],
+        history: Sequence[BaseMessage],
+        *,
+        evidence: str,
+        reflected: bool = False,
+    ) -> Decision:
+        _, pending = termination.unanswered_tool_calls(history)
+        text = termination.explanation_text(
+            reason, fields, self.config, reflected=reflected, skipped=len(pending)
+        )
+        s["wall_before"] = s["wall_seconds"]
+        s["segment_started_at"] = None
+        s["status"] = "terminated"
+        s["breaker"] = "open"
+        s["pending_reflection"] = None
+        s["termination"] = stop = {
+            "reason": reason,
+            "kind": kind,
+            "pattern": reason if kind == "detector" else None,
+            "evidence": evidence,
+            "step": s["steps"],
+            "resumable": kind == "detector",
+            "skipped": len(pending),
+            "message": text,
+        }
+        self.telemetry.terminated(stop)
+        self.telemetry.check(s)
+        messages: list[BaseMessage] = [*termination.skipped_tool_messages(pending, reason)]
+        messages.append(termination.explanation_message(text, reason, kind, s["steps"]))
+        return Decision(s, messages, stop=True)
+
+
+def _working_copy(state: dict[str, Any] | None, now: float | None) -> dict[str, Any]:
+    # Shallow copy: the lists inside are replaced, never mutated, except seen_results,
+    # which the ingest step copies before appending.
+    if not state:
+        return new_state(now=now)
+    return dict(state)
+
+
+def _tick_wall(s: dict[str, Any], now: float) -> None:
+    started = s["segment_started_at"]
+    if started is None:  # stopped: time does not run until a resume
+        return
+    s["wall_seconds"] = s["wall_before"] + max(now - started, 0.0)
+
+
+def _last_step_results(
+    history: Sequence[BaseMessage],
+) -> tuple[AIMessage | None, list[ToolResult]]:
+    tool_messages: list[ToolMessage] = []
+    for message in reversed(history):
+        if isinstance(message, AIMessage):
+            names = {call.get("id"): call["name"] for call in message.tool_calls}
+            results = [
+                ToolResult(m.name or names[m.tool_call_id], m.text, m.status == "error")
+                for m in reversed(tool_messages)
+                if m.tool_call_id in names and guard_kind(m) != "skipped"
+            ]
+            return message, results
+        if isinstance(message, ToolMessage):
+            tool_messages.append(message)
+    return None, []

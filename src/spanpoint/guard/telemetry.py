@@ -1,0 +1,130 @@
+"""What the guard sees and decides, as OpenTelemetry: span attributes, span events, metrics.
+
+Checks set attributes on the current span (step index, tokens, cost, breaker state);
+detections, reflections, recoveries, terminations and resumes are span events; counters
+count detections by pattern and terminations by reason. All names live in ``semconv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from spanpoint import semconv
+from spanpoint.guard.detectors import Detection
+
+
+class GuardTelemetry:
+    """Span attributes, span events and metric instruments for one guard.
+
+    Instruments come from ``meter_provider`` (default: the global provider, which forwards
+    to whatever SDK provider the application installs later).
+    """
+
+    __slots__ = ("_detections", "_reflections", "_terminations")
+
+    def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
+        meter = metrics.get_meter(semconv.INSTRUMENTATION_NAME, meter_provider=meter_provider)
+        self._detections = meter.create_counter(
+            semconv.METRIC_GUARD_DETECTIONS,
+            unit="{detection}",
+            description="Loop patterns and budget overruns the guard detected, by pattern.",
+        )
+        self._reflections = meter.create_counter(
+            semconv.METRIC_GUARD_REFLECTIONS,
+            unit="{reflection}",
+            description="Reflection messages the guard sent to the model, by pattern.",
+        )
+        self._terminations = meter.create_counter(
+            semconv.METRIC_GUARD_TERMINATIONS,
+            unit="{termination}",
+            description="Runs the guard stopped, by reason.",
+        )
+
+    def check(self, counters: Mapping[str, Any]) -> None:
+        """Record the guard's view of the run on the current span."""
+        span = trace.get_current_span()
+        if not span.is_recording():
+            return
+        span.set_attributes(
+            {
+                semconv.GUARD_STEP: counters["steps"],
+                semconv.GUARD_TOKENS: counters["tokens"],
+                semconv.GUARD_TOKENS_ESTIMATED: counters["tokens_estimated"],
+                semconv.GUARD_COST_USD: counters["cost_usd"],
+                semconv.GUARD_STATE: counters["breaker"],
+            }
+        )
+
+    def detection(self, detection: Detection, step: int, mode: str) -> None:
+        """A detector fired (or, in observe mode, a budget was overrun)."""
+        self._detections.add(1, {semconv.GUARD_PATTERN: detection.pattern, "mode": mode})
+        _event(
+            semconv.EVENT_GUARD_DETECTION,
+            {
+                semconv.GUARD_PATTERN: detection.pattern,
+                semconv.GUARD_CONFIDENCE: detection.confidence,
+                semconv.GUARD_EVIDENCE: detection.evidence,
+                semconv.GUARD_TOOLS: list(detection.tools),
+                semconv.GUARD_STEP: step,
+                semconv.GUARD_MODE: mode,
+            },
+        )
+
+    def reflection(self, pattern: str, step: int, used: int, allowed: int) -> None:
+        """A reflection message was scheduled for the next model call."""
+        self._reflections.add(1, {semconv.GUARD_PATTERN: pattern})
+        _event(
+            semconv.EVENT_GUARD_REFLECTION,
+            {
+                semconv.GUARD_PATTERN: pattern,
+                semconv.GUARD_STEP: step,
+                semconv.GUARD_REFLECTIONS: used,
+                semconv.GUARD_REFLECTIONS_ALLOWED: allowed,
+            },
+        )
+
+    def recovered(self, pattern: str, step: int) -> None:
+        """A step after a reflection no longer showed the pattern: the breaker closed."""
+        _event(
+            semconv.EVENT_GUARD_RECOVERED,
+            {semconv.GUARD_PATTERN: pattern, semconv.GUARD_STEP: step},
+        )
+
+    def terminated(self, termination: Mapping[str, Any]) -> None:
+        """The guard stopped the run."""
+        self._terminations.add(
+            1, {semconv.GUARD_REASON: termination["reason"], "kind": termination["kind"]}
+        )
+        _event(
+            semconv.EVENT_GUARD_TERMINATED,
+            {
+                semconv.GUARD_REASON: termination["reason"],
+                semconv.GUARD_STOP_KIND: termination["kind"],
+                semconv.GUARD_PATTERN: termination.get("pattern") or "",
+                semconv.GUARD_EVIDENCE: termination.get("evidence") or "",
+                semconv.GUARD_STEP: termination["step"],
+                semconv.GUARD_RESUMABLE: termination["resumable"],
+                semconv.GUARD_SKIPPED_TOOL_CALLS: termination["skipped"],
+            },
+        )
+
+    def resumed(self, reason: str, step: int, granted: int, author: str) -> None:
+        """A stopped run was continued with a correction."""
+        _event(
+            semconv.EVENT_GUARD_RESUMED,
+            {
+                semconv.GUARD_REASON: reason,
+                semconv.GUARD_STEP: step,
+                semconv.GUARD_REFLECTIONS_GRANTED: granted,
+                semconv.GUARD_CORRECTION_AUTHOR: author,
+            },
+        )
+
+
+def _event(name: str, attributes: Mapping[str, Any]) -> None:
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event(name, dict(attributes))
