@@ -1,0 +1,162 @@
+"""The GenAI semantic conventions for the spans spanpoint emits, as checkable rules.
+
+Each operation lists its span name pattern, span kind, and attributes by requirement level
+(required, conditionally required, recommended, opt-in), with the type each value must have.
+``violations(span)`` returns what a span gets wrong; an empty list means it conforms.
+Source: the OpenTelemetry GenAI semantic conventions (gen-ai-spans.md, inference and
+execute_tool operations).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
+from spanpoint import semconv
+
+
+def _str(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _str_array(v: Any) -> bool:
+    return isinstance(v, tuple | list) and all(isinstance(x, str) for x in v)
+
+
+def _messages_json(v: Any) -> bool:
+    try:
+        messages = json.loads(v)
+    except (TypeError, ValueError):
+        return False
+    return isinstance(messages, list) and all(
+        isinstance(m, dict) and _str(m.get("role")) and isinstance(m.get("parts"), list)
+        for m in messages
+    )
+
+
+def _json(v: Any) -> bool:
+    try:
+        json.loads(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One GenAI operation's span rules."""
+
+    name: str
+    kind: SpanKind
+    target: str  # the attribute whose value follows the operation name in the span name
+    required: dict[str, Callable[[Any], bool]]
+    recommended: dict[str, Callable[[Any], bool]]
+    opt_in: dict[str, Callable[[Any], bool]] = field(default_factory=dict)
+    allowed_values: dict[str, frozenset[str]] = field(default_factory=dict)
+
+
+CHAT = Operation(
+    name=semconv.OP_CHAT,
+    kind=SpanKind.CLIENT,
+    target=semconv.GEN_AI_REQUEST_MODEL,
+    required={semconv.GEN_AI_OPERATION_NAME: _str, semconv.GEN_AI_PROVIDER_NAME: _str},
+    recommended={
+        semconv.GEN_AI_REQUEST_MODEL: _str,
+        semconv.GEN_AI_RESPONSE_MODEL: _str,
+        semconv.GEN_AI_RESPONSE_FINISH_REASONS: _str_array,
+        semconv.GEN_AI_USAGE_INPUT_TOKENS: _int,
+        semconv.GEN_AI_USAGE_OUTPUT_TOKENS: _int,
+    },
+    opt_in={
+        semconv.GEN_AI_INPUT_MESSAGES: _messages_json,
+        semconv.GEN_AI_OUTPUT_MESSAGES: _messages_json,
+        semconv.GEN_AI_SYSTEM_INSTRUCTIONS: _json,
+        semconv.GEN_AI_REQUEST_TEMPERATURE: _num,
+        semconv.GEN_AI_REQUEST_MAX_TOKENS: _int,
+        semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: _num,
+    },
+)
+
+EXECUTE_TOOL = Operation(
+    name=semconv.OP_EXECUTE_TOOL,
+    kind=SpanKind.INTERNAL,
+    target=semconv.GEN_AI_TOOL_NAME,
+    required={semconv.GEN_AI_OPERATION_NAME: _str},
+    recommended={
+        semconv.GEN_AI_TOOL_NAME: _str,
+        semconv.GEN_AI_TOOL_CALL_ID: _str,
+        semconv.GEN_AI_TOOL_TYPE: _str,
+        semconv.GEN_AI_TOOL_DESCRIPTION: _str,
+    },
+    opt_in={
+        semconv.GEN_AI_TOOL_CALL_ARGUMENTS: _json,
+        semconv.GEN_AI_TOOL_CALL_RESULT: _json,
+    },
+    allowed_values={semconv.GEN_AI_TOOL_TYPE: frozenset({"function", "extension", "datastore"})},
+)
+
+OPERATIONS = {op.name: op for op in (CHAT, EXECUTE_TOOL)}
+
+#: Attributes that carry content: present only when content capture is opted in.
+CONTENT_ATTRIBUTES = frozenset(
+    {
+        semconv.GEN_AI_INPUT_MESSAGES,
+        semconv.GEN_AI_OUTPUT_MESSAGES,
+        semconv.GEN_AI_SYSTEM_INSTRUCTIONS,
+        semconv.GEN_AI_TOOL_CALL_ARGUMENTS,
+        semconv.GEN_AI_TOOL_CALL_RESULT,
+    }
+)
+
+
+def violations(span: ReadableSpan, *, content: bool = False) -> list[str]:
+    """What ``span`` gets wrong against its operation's rules (empty when it conforms)."""
+    attrs = dict(span.attributes or {})
+    op = OPERATIONS.get(str(attrs.get(semconv.GEN_AI_OPERATION_NAME)))
+    if op is None:
+        return [f"{span.name}: unknown gen_ai.operation.name {attrs.get('gen_ai.operation.name')}"]
+    problems: list[str] = []
+    if span.kind is not op.kind:
+        problems.append(f"{span.name}: kind {span.kind.name}, expected {op.kind.name}")
+    expected_name = f"{op.name} {attrs.get(op.target)}" if attrs.get(op.target) else op.name
+    if span.name != expected_name:
+        problems.append(f"{span.name}: name should be {expected_name!r}")
+    for key, ok in op.required.items():
+        if key not in attrs:
+            problems.append(f"{span.name}: required {key} missing")
+        elif not ok(attrs[key]):
+            problems.append(f"{span.name}: {key}={attrs[key]!r} has the wrong type")
+    for key, ok in {**op.recommended, **op.opt_in}.items():
+        if key in attrs and not ok(attrs[key]):
+            problems.append(f"{span.name}: {key}={attrs[key]!r} has the wrong type")
+    for key, allowed in op.allowed_values.items():
+        if key in attrs and attrs[key] not in allowed:
+            problems.append(f"{span.name}: {key}={attrs[key]!r} not one of {sorted(allowed)}")
+    if not content:
+        problems.extend(
+            f"{span.name}: content attribute {key} without opt-in"
+            for key in CONTENT_ATTRIBUTES & attrs.keys()
+        )
+    if span.status.status_code is StatusCode.ERROR and semconv.ERROR_TYPE not in attrs:
+        problems.append(f"{span.name}: failed span without error.type")
+    return problems
+
+
+def missing_recommended(span: ReadableSpan) -> list[str]:
+    """Recommended attributes the span does not carry."""
+    attrs = span.attributes or {}
+    op = OPERATIONS[str(attrs.get(semconv.GEN_AI_OPERATION_NAME))]
+    return [key for key in op.recommended if key not in attrs]
