@@ -1,0 +1,240 @@
+"""GraphRunner: the graph_call span, requests, failures, durability policy, strategies."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, TypedDict
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver, MemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from opentelemetry.trace import StatusCode
+
+import spanpoint
+from fakes import ConversationModel
+from spanpoint import semconv
+from spanpoint.errors import ConfigurationError, MissingCheckpointerError
+from spanpoint.graph import DurabilityPolicy, GraphRunner, RunRequest
+
+
+class Count(TypedDict):
+    n: int
+
+
+def counting_graph(
+    executed: list[str], checkpointer: Any = None, fail_at: int | None = None
+) -> Any:
+    def bump(state: Count) -> dict[str, int]:
+        executed.append("bump")
+        if fail_at is not None and state["n"] == fail_at:
+            raise KeyError(f"boom at {state['n']}")
+        return {"n": state["n"] + 1}
+
+    g = StateGraph(Count)
+    g.add_node("bump", bump)
+    g.add_edge(START, "bump")
+    g.add_edge("bump", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_a_graph_call_is_one_workflow_span_with_genai_attributes(configured) -> None:
+    runner = GraphRunner(counting_graph([], InMemorySaver()), name="counter")
+    with spanpoint.run("G-1"):
+        result = runner.invoke({"n": 1}, thread_id="th-1")
+    assert result.status == "completed" and result.output == {"n": 2}
+    (span,) = configured.spans("invoke_workflow counter")
+    attrs = span.attributes
+    assert span.name == "invoke_workflow counter"
+    assert attrs[semconv.GEN_AI_OPERATION_NAME] == "invoke_workflow"
+    assert attrs[semconv.GEN_AI_AGENT_NAME] == "counter"
+    assert attrs[semconv.GEN_AI_WORKFLOW_NAME] == "counter"
+    assert attrs[semconv.GEN_AI_CONVERSATION_ID] == "th-1"
+    assert attrs[semconv.BOUNDARY_KIND] == "graph_call"
+    assert attrs[semconv.REPLAYED] is False
+    assert attrs[semconv.STATUS] == "completed"
+    assert attrs[semconv.GEN_AI_AGENT_CHECKPOINT_ID] == result.latest_checkpoint_id
+    assert attrs[semconv.LANGGRAPH_CHECKPOINTER] == "InMemorySaver"
+    ctx = span.get_span_context()
+    assert (result.trace_id, result.span_id) == (f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}")
+    (checkpoint,) = configured.store.list_checkpoints("G-1")
+    assert checkpoint.kind == "graph_call" and checkpoint.path == "counter"
+    assert checkpoint.view == {"graph": "counter", "thread_id": "th-1", "resume": False}
+
+
+def test_an_agent_is_an_invoke_agent_span_and_usage_is_summed(configured) -> None:
+    agent = create_agent(ConversationModel(final="hello"), [], name="helper")
+    runner = GraphRunner(agent, name="helper")
+    result = runner.invoke({"messages": [HumanMessage("hi")]}, thread_id="a-1")
+    (span,) = configured.spans("invoke_agent helper")
+    assert span.attributes[semconv.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert semconv.GEN_AI_WORKFLOW_NAME not in span.attributes
+    assert result.output["messages"][-1].content == "hello"
+    assert result.latest_checkpoint_id is None  # no checkpointer: no get_state
+    assert set(result.usage) <= {"input_tokens", "output_tokens", "total_tokens"}
+
+
+def test_a_failure_is_an_error_span_the_exception_unchanged_and_nothing_committed(
+    configured,
+) -> None:
+    executed: list[str] = []
+    runner = GraphRunner(counting_graph(executed, fail_at=5), name="counter")
+    with pytest.raises(KeyError, match="boom at 5") as caught, spanpoint.run("G-2"):
+        runner.invoke({"n": 5}, thread_id="t")
+    assert type(caught.value) is KeyError
+    (span,) = configured.spans("invoke_workflow counter")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes[semconv.ERROR_TYPE] == "KeyError"
+    assert any(e.name == "exception" for e in span.events)
+    assert configured.store.list_checkpoints("G-2") == []
+    with spanpoint.run("G-2"):  # the rerun executes again: nothing was committed
+        assert runner.invoke({"n": 4}, thread_id="t").output == {"n": 5}
+
+
+def test_outside_a_run_it_traces_without_a_store(configured) -> None:
+    executed: list[str] = []
+    runner = GraphRunner(counting_graph(executed), name="counter")
+    runner.invoke({"n": 0}, thread_id="t")
+    runner.invoke({"n": 0}, thread_id="t")
+    assert executed == ["bump", "bump"]
+    assert len(configured.spans("invoke_workflow counter")) == 2
+    assert configured.store.list_runs() == []
+
+
+def test_repeated_identical_calls_in_one_run_are_distinct_boundaries(configured) -> None:
+    executed: list[str] = []
+    runner = GraphRunner(counting_graph(executed), name="counter")
+    for _ in range(2):
+        with spanpoint.run("G-3"):
+            first = runner.invoke({"n": 0}, thread_id="t")
+            second = runner.invoke({"n": 0}, thread_id="t")
+    assert executed == ["bump", "bump"]  # two executions on attempt 1, none on attempt 2
+    assert first.output == second.output and first.replayed and second.replayed
+    assert first.span_id != second.span_id  # each replays its own original call
+    ordinals = [s.attributes[semconv.BOUNDARY_ORDINAL] for s in configured.spans("invoke_workflow")]
+    assert ordinals == [0, 1, 0, 1]
+
+
+def test_run_request_merges_the_thread_and_passes_the_rest_through() -> None:
+    request = RunRequest.start(
+        {"n": 1},
+        thread_id="mine",
+        checkpoint_ns="",
+        context={"user": "u"},
+        configurable={"model": "small"},
+        config={"configurable": {"thread_id": "theirs", "x": 1}, "tags": ["a"]},
+    )
+    config = request.graph_config()
+    assert config["configurable"] == {
+        "thread_id": "mine",
+        "x": 1,
+        "model": "small",
+        "checkpoint_ns": "",
+    }
+    assert config["tags"] == ["a"]
+    for bad in ("", "   ", None, 3):
+        with pytest.raises(ConfigurationError, match="thread_id"):
+            RunRequest.start({}, thread_id=bad)  # type: ignore[arg-type]
+
+
+def test_bad_runner_arguments_are_rejected_with_the_fix(configured) -> None:
+    graph = counting_graph([])
+    with pytest.raises(ConfigurationError, match="stable non-empty name"):
+        GraphRunner(graph, name="")
+    with pytest.raises(ConfigurationError, match="strategy"):
+        GraphRunner(graph, name="g", strategy="nodes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="invoke"):
+        GraphRunner(object(), name="g")
+    runner = GraphRunner(graph, name="g")
+    with pytest.raises(ConfigurationError, match="thread_id"):
+        runner.invoke({"n": 1})
+    with pytest.raises(ConfigurationError, match="conflicts"):
+        runner.invoke(RunRequest.start({"n": 1}, thread_id="a"), thread_id="b")
+
+
+def test_durability_policy_detects_in_process_checkpointers_by_type(
+    configured, tmp_path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class TeamSaver(InMemorySaver):
+        """A subclass with an innocent name is still in-process."""
+
+    for saver in (InMemorySaver(), MemorySaver(), TeamSaver()):
+        runner = GraphRunner(counting_graph([], saver), name="g")
+        assert any("lives in this process" in w for w in runner.info.warnings)
+        with pytest.raises(MissingCheckpointerError, match="SqliteSaver"):
+            GraphRunner(
+                counting_graph([], saver),
+                name="g",
+                durability=DurabilityPolicy(require_checkpointer=True),
+            )
+    with caplog.at_level(logging.WARNING, logger="spanpoint"):
+        bare = GraphRunner(counting_graph([]), name="bare")
+    assert "no checkpointer" in caplog.text
+    assert bare.invoke({"n": 0}, thread_id="t").warnings == bare.info.warnings
+    executed: list[str] = []
+    with pytest.raises(MissingCheckpointerError):
+        GraphRunner(
+            counting_graph(executed),
+            name="g",
+            durability=DurabilityPolicy(require_checkpointer=True),
+        )
+    assert executed == []  # raised before the graph ran
+    with SqliteSaver.from_conn_string(str(tmp_path / "lg.db")) as durable:
+        runner = GraphRunner(
+            counting_graph([], durable),
+            name="g",
+            durability=DurabilityPolicy(require_checkpointer=True),
+        )
+        assert runner.info.warnings == ()
+
+
+def test_calls_strategy_warns_without_the_middleware_and_is_not_a_boundary(configured) -> None:
+    agent = create_agent(ConversationModel(final="ok"), [])
+    runner = GraphRunner(agent, name="plain", strategy="calls")
+    assert any("nothing to checkpoint" in w for w in runner.info.warnings)
+    checkpointed = create_agent(
+        ConversationModel(final="ok"), [], middleware=[spanpoint.CheckpointMiddleware()]
+    )
+    calls = GraphRunner(checkpointed, name="agent", strategy="calls")
+    assert not any("nothing to checkpoint" in w for w in calls.info.warnings)
+    with spanpoint.run("C-1"):
+        result = calls.invoke({"messages": [HumanMessage("hi")]}, thread_id="t")
+    assert result.output["messages"][-1].content == "ok"
+    (graph_span,) = configured.spans("invoke_agent agent")
+    assert semconv.BOUNDARY_KIND not in graph_span.attributes
+    assert graph_span.attributes[semconv.STRATEGY] == "calls"
+    (chat,) = [s for s in configured.spans() if s.name.startswith("chat")]
+    assert chat.parent is not None and chat.parent.span_id == graph_span.context.span_id
+    kinds = [cp.kind for cp in configured.store.list_checkpoints("C-1")]
+    assert kinds == ["model_call"]  # the call is the boundary, not the graph
+
+
+def test_ainvoke_behaves_like_invoke(configured) -> None:
+    executed: list[str] = []
+    runner = GraphRunner(counting_graph(executed, InMemorySaver()), name="counter")
+
+    async def flow() -> Any:
+        async with spanpoint.run("A-1"):
+            return await runner.ainvoke({"n": 1}, thread_id="t")
+
+    first = asyncio.run(flow())
+    second = asyncio.run(flow())
+    assert executed == ["bump"]
+    assert first == second and second.replayed and not first.replayed
+    assert first.output == {"n": 2} and first.latest_checkpoint_id
+    spans = configured.spans("invoke_workflow counter")
+    assert [s.attributes[semconv.REPLAYED] for s in spans] == [False, True]
+
+
+def test_any_object_with_invoke_works(configured) -> None:
+    class Echo:
+        def invoke(self, value: Any, config: Any = None, **kwargs: Any) -> Any:
+            return {"echo": value, "thread": config["configurable"]["thread_id"]}
+
+    runner = GraphRunner(Echo(), name="echo")
+    with spanpoint.run("E-1"):
+        assert runner.invoke("x", thread_id="t").output == {"echo": "x", "thread": "t"}
+    assert asyncio.run(runner.ainvoke("y", thread_id="t")).output["echo"] == "y"
