@@ -113,6 +113,7 @@ class StreamRecorder:
     __slots__ = (
         "_first_chunk_at",
         "_multi",
+        "_single",
         "_started",
         "_subgraphs",
         "count",
@@ -135,6 +136,7 @@ class StreamRecorder:
         #: LangGraph ``Interrupt`` objects seen in the chunks (``__interrupt__`` updates).
         self.interrupts: list[Any] = []
         self._multi = stream_mode is not None and not isinstance(stream_mode, str)
+        self._single = stream_mode if isinstance(stream_mode, str) else None
         self._subgraphs = subgraphs
         self._started = time.monotonic()
         self._first_chunk_at: float | None = None
@@ -186,7 +188,7 @@ class StreamRecorder:
             namespace, chunk = tuple(chunk[0]), chunk[1:] if len(chunk) > 2 else chunk[1]
         if self._multi and isinstance(chunk, tuple) and len(chunk) == 2:
             return namespace, str(chunk[0]), chunk[1]
-        return namespace, None, chunk
+        return namespace, self._single, chunk
 
     def _describe(self, mode: str | None, payload: Any) -> dict[str, Any]:
         attrs: dict[str, Any] = {semconv.LANGGRAPH_STREAM_MODE: mode}

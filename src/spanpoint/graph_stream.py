@@ -29,7 +29,7 @@ def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> It
     started, span = time.perf_counter(), call._open_span(req, "stream")
     recorder = StreamRecorder(
         span,
-        stream_mode=kwargs.get("stream_mode"),
+        stream_mode=kwargs.get("stream_mode") or getattr(call.graph, "stream_mode", None),
         subgraphs=bool(kwargs.get("subgraphs")),
         policy=call.runner.policy,
     )
@@ -65,7 +65,7 @@ async def astream_graph(
     started, span = time.perf_counter(), call._open_span(req, "stream")
     recorder = StreamRecorder(
         span,
-        stream_mode=kwargs.get("stream_mode"),
+        stream_mode=kwargs.get("stream_mode") or getattr(call.graph, "stream_mode", None),
         subgraphs=bool(kwargs.get("subgraphs")),
         policy=call.runner.policy,
     )
