@@ -17,6 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCod
 
 from spanpoint import semconv
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.events import add_bounded_event
 from spanpoint.graph_info import GraphInfo
@@ -94,25 +95,19 @@ class GraphCall:
         )
 
     def _attributes(self, req: RunRequest) -> dict[str, Any]:
-        attrs: dict[str, Any] = {
-            semconv.GEN_AI_OPERATION_NAME: self.info.span_name,
-            semconv.GEN_AI_AGENT_NAME: self.runner.name,
-            semconv.GEN_AI_CONVERSATION_ID: req.thread_id,
-            semconv.STRATEGY: self.runner.strategy,
-        }
-        if not self.info.is_agent:
-            attrs[semconv.GEN_AI_WORKFLOW_NAME] = self.runner.name
-        if self.info.checkpointer_type:
-            attrs[semconv.LANGGRAPH_CHECKPOINTER] = self.info.checkpointer_type
-        policy = self.runner.policy
-        if policy.capture_config:
-            if req.configurable or req.config.get("configurable"):
-                attrs[semconv.GRAPH_CONFIG] = policy.to_json(req.graph_config()["configurable"])
-            if req.context is not None:
-                attrs[semconv.GRAPH_CONTEXT] = policy.to_json(req.context)
-        if policy.capture_state and req.input is not None:
-            attrs[semconv.GRAPH_INPUT] = policy.to_json(req.input)
-        return attrs
+        configurable = None
+        if req.configurable or req.config.get("configurable"):
+            configurable = req.graph_config()["configurable"]
+        return graph_call_attributes(
+            self.info,
+            self.runner.name,
+            self.runner.strategy,
+            self.runner.policy,
+            thread_id=req.thread_id,
+            configurable=configurable,
+            context=req.context,
+            graph_input=req.input,
+        )
 
     def _kwargs(self, req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
         if req.context is None:
@@ -262,6 +257,39 @@ class GraphCall:
                 )
             )
         emit_summary(summary, span=span)
+
+
+def graph_call_attributes(
+    info: GraphInfo,
+    name: str,
+    strategy: str,
+    policy: CapturePolicy,
+    *,
+    thread_id: str | None,
+    configurable: Mapping[str, Any] | None = None,
+    context: Any = None,
+    graph_input: Any = None,
+) -> dict[str, Any]:
+    """The attributes of a graph-call span, for ``GraphRunner`` and the zero-code patches."""
+    attrs: dict[str, Any] = {
+        semconv.GEN_AI_OPERATION_NAME: info.span_name,
+        semconv.GEN_AI_AGENT_NAME: name,
+        semconv.STRATEGY: strategy,
+    }
+    if thread_id is not None:
+        attrs[semconv.GEN_AI_CONVERSATION_ID] = thread_id
+    if not info.is_agent:
+        attrs[semconv.GEN_AI_WORKFLOW_NAME] = name
+    if info.checkpointer_type:
+        attrs[semconv.LANGGRAPH_CHECKPOINTER] = info.checkpointer_type
+    if policy.capture_config:
+        if configurable:
+            attrs[semconv.GRAPH_CONFIG] = policy.to_json(configurable)
+        if context is not None:
+            attrs[semconv.GRAPH_CONTEXT] = policy.to_json(context)
+    if policy.capture_state and graph_input is not None:
+        attrs[semconv.GRAPH_INPUT] = policy.to_json(graph_input)
+    return attrs
 
 
 _END: Any = object()

@@ -40,7 +40,7 @@ from langgraph.types import Command
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
-from spanpoint import semconv
+from spanpoint import call_identity, semconv
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 from spanpoint.config import settings
@@ -150,23 +150,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             return None
         capture = self.capture
         provider, model_name, ls_params = model_info(request.model)
-        attrs: dict[str, AttributeValue] = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
-            semconv.GEN_AI_PROVIDER_NAME: provider,
-            semconv.GEN_AI_REQUEST_MODEL: model_name,
-        }
-        for key, attr in (
-            ("ls_temperature", semconv.GEN_AI_REQUEST_TEMPERATURE),
-            ("ls_max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
-        ):
-            if isinstance(ls_params.get(key), int | float):
-                attrs[attr] = ls_params[key]
-        if capture.content_on_spans:
-            attrs[semconv.GEN_AI_INPUT_MESSAGES] = capture.to_json(genai_messages(request.messages))
-            if request.system_message is not None:
-                attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = capture.to_json(
-                    [{"type": "text", "content": request.system_message.content}]
-                )
+        attrs = model_call_attributes(
+            provider, model_name, ls_params, capture, request.messages, request.system_message
+        )
         checkpoint = in_run and mode == "checkpoint"
         if mode == "always_execute":
             attrs[semconv.CALL_MODE] = mode
@@ -182,7 +168,16 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             decode=decode_model_response,
         )
         if checkpoint:
-            spec.identity = model_call_identity(request, ls_params)
+            spec.fingerprint = call_identity.model_call_fingerprint(
+                request.model,
+                ls_params,
+                settings=request.model_settings,
+                tool_choice=request.tool_choice,
+                response_format=request.response_format,
+                tools=request.tools,
+                system_message=request.system_message,
+                messages=request.messages,
+            )
             spec.view = {
                 "operation": semconv.OP_CHAT,
                 "model": model_name,
@@ -204,19 +199,8 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         capture = self.capture
         call_id = call.get("id")
         args = call.get("args")
-        attrs: dict[str, AttributeValue] = {
-            semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
-            semconv.GEN_AI_TOOL_NAME: name,
-            semconv.GEN_AI_TOOL_TYPE: "function",
-        }
-        if call_id:
-            attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
-        if request.tool is not None and request.tool.description:
-            attrs[semconv.GEN_AI_TOOL_DESCRIPTION] = truncate(
-                redact_text(request.tool.description), capture.max_bytes
-            )
-        if capture.content_on_spans:
-            attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = capture.to_json(args)
+        description = request.tool.description if request.tool is not None else None
+        attrs = tool_call_attributes(name, call_id, description, args, capture)
         checkpoint = in_run and mode == "checkpoint"
         if mode == "always_execute":
             attrs[semconv.CALL_MODE] = mode
@@ -229,7 +213,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             describe=lambda result: describe_tool_result(result, capture),
         )
         if checkpoint:
-            spec.identity = {"name": name, "args": args, "id": call_id}
+            spec.fingerprint = call_identity.tool_call_fingerprint(name, args, call_id)
             spec.view = {
                 "operation": semconv.OP_EXECUTE_TOOL,
                 "tool": name,
@@ -239,7 +223,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         return spec
 
 
-# --- model identity ----------------------------------------------------------------------
+# --- model and tool names ----------------------------------------------------------------
 
 
 def model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
@@ -258,43 +242,54 @@ def model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
     return str(provider), str(name), ls_params
 
 
-def model_call_identity(request: ModelRequest[Any], ls_params: Mapping[str, Any]) -> Any:
-    """What identifies a model call: model and settings, prompt, tools, messages."""
-    model = request.model
-    try:
-        identifying: Any = dict(model._identifying_params)
-    except Exception:
-        identifying = None
-    return {
-        "model": [f"{type(model).__module__}.{type(model).__qualname__}", identifying],
-        "params": dict(ls_params),
-        "settings": request.model_settings,
-        "tool_choice": request.tool_choice,
-        "response_format": _format_identity(request.response_format),
-        "system": request.system_message,
-        "tools": [tool_definition(t) for t in request.tools],
-        "messages": request.messages,
+def model_call_attributes(
+    provider: str,
+    model_name: str,
+    ls_params: Mapping[str, Any],
+    capture: CapturePolicy,
+    messages: Sequence[BaseMessage] | None = None,
+    system_message: BaseMessage | None = None,
+) -> dict[str, AttributeValue]:
+    """The start attributes of a ``chat {model}`` span (the middleware's and the zero-code
+    patches' alike): GenAI request attributes, and the messages only when capture opts in."""
+    attrs: dict[str, AttributeValue] = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
+        semconv.GEN_AI_PROVIDER_NAME: provider,
+        semconv.GEN_AI_REQUEST_MODEL: model_name,
     }
+    for key, attr in (
+        ("ls_temperature", semconv.GEN_AI_REQUEST_TEMPERATURE),
+        ("ls_max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+    ):
+        if isinstance(ls_params.get(key), int | float):
+            attrs[attr] = ls_params[key]
+    if capture.content_on_spans and messages is not None:
+        attrs[semconv.GEN_AI_INPUT_MESSAGES] = capture.to_json(genai_messages(messages))
+        if system_message is not None:
+            attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = capture.to_json(
+                [{"type": "text", "content": system_message.content}]
+            )
+    return attrs
 
 
-_TOOL_DEFS: dict[tuple[int, str, str, int], Any] = {}
-
-
-def tool_definition(tool: BaseTool | dict[str, Any]) -> Any:
-    """The definition the model sees for ``tool`` (name, description, parameter schema)."""
-    if not isinstance(tool, BaseTool):
-        return tool
-    # Building a JSON schema costs more than the rest of the identity: memoize it per tool
-    # object and per (name, description, schema), so a tool edited in place is not stale.
-    key = (id(tool), tool.name, tool.description, id(tool.args_schema))
-    definition = _TOOL_DEFS.get(key)
-    if definition is None:
-        if len(_TOOL_DEFS) > 4096:
-            _TOOL_DEFS.clear()
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
-        definition = _TOOL_DEFS[key] = convert_to_openai_tool(tool)
-    return definition
+def tool_call_attributes(
+    name: str, call_id: Any, description: str | None, args: Any, capture: CapturePolicy
+) -> dict[str, AttributeValue]:
+    """The start attributes of an ``execute_tool {tool}`` span (middleware and patches)."""
+    attrs: dict[str, AttributeValue] = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
+        semconv.GEN_AI_TOOL_NAME: name,
+        semconv.GEN_AI_TOOL_TYPE: "function",
+    }
+    if call_id:
+        attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+    if description:
+        attrs[semconv.GEN_AI_TOOL_DESCRIPTION] = truncate(
+            redact_text(description), capture.max_bytes
+        )
+    if capture.content_on_spans:
+        attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = capture.to_json(args)
+    return attrs
 
 
 def tool_name(tool: BaseTool | dict[str, Any]) -> str:
@@ -302,18 +297,6 @@ def tool_name(tool: BaseTool | dict[str, Any]) -> str:
     if isinstance(tool, BaseTool):
         return tool.name
     return str(tool.get("name") or tool.get("type") or "tool")
-
-
-def _format_identity(response_format: Any) -> Any:
-    if response_format is None:
-        return None
-    schema = getattr(response_format, "schema", response_format)
-    json_schema = getattr(schema, "model_json_schema", None)
-    if callable(json_schema):
-        schema = json_schema()
-    elif isinstance(schema, type):
-        schema = f"{schema.__module__}.{schema.__qualname__}"
-    return {"strategy": type(response_format).__qualname__, "schema": schema}
 
 
 # --- outputs: serialization and span attributes ------------------------------------------

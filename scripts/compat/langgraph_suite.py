@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Run LangGraph's own test suite twice — plain, then with spanpoint's auto-instrumentation —
+and compare the sets of passing tests.
+
+    python scripts/compat/langgraph_suite.py            # the installed langgraph version
+    python scripts/compat/langgraph_suite.py --version 1.2.24 --json report.json
+
+What it does (stdlib only, so any python3 ≥ 3.11 can run it):
+
+1. ``pip download --no-binary :all: --no-deps langgraph==X``: the sdist of the langgraph
+   version installed next to spanpoint (its tests and its ``uv.lock`` ship in the sdist).
+2. A separate virtualenv with the sdist, the test dependencies of its ``test`` group and the
+   exact versions its ``uv.lock`` pins (langchain-core included) as pip constraints, plus the
+   OpenTelemetry packages spanpoint needs at the versions of the calling interpreter.
+   spanpoint itself is not installed there: ``PYTHONPATH`` points at this checkout's ``src``,
+   so the cached environment stays valid while spanpoint's code changes.
+3. ``pytest tests -q`` with ``NO_DOCKER=true`` (no PostgreSQL/Redis fixtures), once plain and
+   once with ``-p spanpoint.pytest_plugin``. The plain result depends only on langgraph and its
+   lock, so it is cached too. Tests that passed plain but not instrumented are run again, both
+   ways, to tell a flaky test from a real difference.
+
+Everything is cached under ``${SPANPOINT_CACHE:-~/.cache/spanpoint}/compat/``, keyed by the
+langgraph version, the Python version and the OpenTelemetry versions. Exit status 0 when every
+test that passes plain also passes instrumented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = "langgraph"
+# The sdist's dependency group "test", minus tools that only profile, watch or measure
+# coverage, and the CLI (a dev server the unit tests do not start).
+SKIP_TEST_DEPS = {"pytest-cov", "pytest-watcher", "pyperf", "py-spy", "langgraph-cli"}
+# What spanpoint imports, installed at the calling interpreter's versions (the exporters are
+# imported only when an OTLP endpoint is set, which the plugin never does).
+SPANPOINT_DEPS = (
+    "opentelemetry-api",
+    "opentelemetry-sdk",
+    "opentelemetry-semantic-conventions",
+    "opentelemetry-instrumentation",
+    "wrapt",
+)
+PLUGIN = "spanpoint.pytest_plugin"
+
+
+def log(message: str) -> None:
+    """Progress on stderr, with the time since start."""
+    print(f"[compat {time.monotonic() - START:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+START = time.monotonic()
+
+
+def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd``; raise with its output when it fails."""
+    proc = subprocess.run(cmd, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise SystemExit(
+            f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-4000:]}"
+            f"\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def cache_root() -> Path:
+    """``$SPANPOINT_CACHE/compat``, default ``~/.cache/spanpoint/compat``."""
+    base = os.environ.get("SPANPOINT_CACHE") or str(Path.home() / ".cache" / "spanpoint")
+    return Path(base) / "compat"
+
+
+def spanpoint_dep_pins() -> list[str]:
+    """``name==version`` for spanpoint's OpenTelemetry deps, as installed here."""
+    pins = []
+    for name in SPANPOINT_DEPS:
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def fetch_sdist(version: str, cache: Path) -> Path:
+    """The extracted sdist of ``langgraph==version`` (downloaded once)."""
+    src = cache / f"{PACKAGE}-{version}"
+    if (src / "uv.lock").exists() and (src / "tests").is_dir():
+        return src
+    download = cache / "download"
+    download.mkdir(parents=True, exist_ok=True)
+    log(f"pip download --no-binary :all: --no-deps {PACKAGE}=={version}")
+    run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
+         f"{PACKAGE}=={version}", "-d", str(download)]
+    )  # fmt: skip
+    archive = next(download.glob(f"{PACKAGE}-{version}.tar.gz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(cache, filter="data")
+    return src
+
+
+def lock_versions(src: Path) -> dict[str, str]:
+    """The version ``uv.lock`` pins for each package taken from PyPI.
+
+    Names locked at several versions (per Python version) are left out, and so are the
+    packages the monorepo builds from source (``editable``: often an unreleased version).
+    """
+    lock = tomllib.loads((src / "uv.lock").read_text())
+    versions: dict[str, set[str]] = {}
+    for pkg in lock["package"]:
+        if pkg.get("version") and "registry" in pkg.get("source", {}):
+            versions.setdefault(pkg["name"], set()).add(pkg["version"])
+    return {name: next(iter(v)) for name, v in versions.items() if len(v) == 1}
+
+
+def requirement_name(req: str) -> str:
+    """``pytest-xdist`` from ``pytest-xdist[psutil]>=3; python_version < '3.14'``."""
+    name = req.split(";")[0]
+    for sep in "[=<>!~ ":
+        name = name.split(sep)[0]
+    return name.strip().lower()
+
+
+def test_requirements(src: Path) -> list[str]:
+    """The sdist's ``test`` dependency group, minus :data:`SKIP_TEST_DEPS`."""
+    project = tomllib.loads((src / "pyproject.toml").read_text())
+    reqs = []
+    for req in project["dependency-groups"]["test"]:
+        if not isinstance(req, str):
+            continue
+        if requirement_name(req) not in SKIP_TEST_DEPS:
+            reqs.append(req)
+    return reqs
+
+
+def build_venv(src: Path, env_dir: Path) -> Path:
+    """A virtualenv with the sdist and its locked test dependencies (built once)."""
+    python = env_dir / "bin" / "python"
+    stamp = env_dir / ".complete"
+    if stamp.exists():
+        return python
+    shutil.rmtree(env_dir, ignore_errors=True)
+    log(f"building {env_dir}")
+    run([sys.executable, "-m", "venv", str(env_dir)])
+    # The lock's versions of the direct requirements (langchain-core above all) are pinned;
+    # their own dependencies are left to pip: a universal lock may name a version of a
+    # transitive package that this index or this Python cannot install.
+    pinned = lock_versions(src)
+    requirements = test_requirements(src)
+    names = {requirement_name(r) for r in requirements} | {"langchain-core"}
+    project = tomllib.loads((src / "pyproject.toml").read_text())["project"]
+    names |= {requirement_name(r) for r in project["dependencies"]}
+    own = {requirement_name(p) for p in spanpoint_dep_pins()}
+    cfile = env_dir / "constraints.txt"
+    cfile.write_text("".join(f"{n}=={pinned[n]}\n" for n in sorted(names - own) if n in pinned))
+    core = f"langchain-core=={pinned['langchain-core']}"
+    run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(), str(src)]
+    )  # fmt: skip
+    freeze = run([str(python), "-m", "pip", "freeze"]).stdout
+    (env_dir / "freeze.txt").write_text(freeze)
+    stamp.write_text(core + "\n")
+    return python
+
+
+def run_suite(
+    python: Path, src: Path, out: Path, extra: list[str], tests: list[str]
+) -> tuple[set[str], set[str], float]:
+    """Run the suite; return (passed, failed-or-errored) test ids and the wall time."""
+    env = dict(os.environ)
+    span_report = out.with_suffix(".spans.jsonl")
+    span_report.unlink(missing_ok=True)
+    env.update(
+        NO_DOCKER="true",
+        PYTHONPATH=str(REPO / "src"),
+        PYTHONDONTWRITEBYTECODE="1",
+        LANGSMITH_TRACING="false",
+        LANGCHAIN_TRACING_V2="false",
+    )
+    for var in [v for v in env if v.startswith(("OTEL_", "SPANPOINT_"))]:
+        del env[var]  # the plugin configures spanpoint itself; nothing leaves the process
+    env["SPANPOINT_PLUGIN_REPORT"] = str(span_report)
+    cmd = [
+        str(python), "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider",
+        "-p", "no:randomly", "--junitxml", str(out), "-o", "junit_family=xunit1",
+        "--durations=0", "--no-header", "-rN", *extra,
+    ]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=src, env=env, text=True, capture_output=True)
+    elapsed = time.monotonic() - started
+    (out.with_suffix(".log")).write_text(proc.stdout + proc.stderr)
+    if not out.exists():
+        raise SystemExit(f"pytest produced no report ({proc.returncode}):\n{proc.stdout[-4000:]}")
+    passed, failed = parse_junit(out)
+    return passed, failed, elapsed
+
+
+def span_counts(out: Path) -> dict[str, int]:
+    """Spans recorded by the plugin in every process of the run at ``out`` (xdist workers)."""
+    totals: dict[str, int] = {}
+    path = out.with_suffix(".spans.jsonl")
+    for line in path.read_text().splitlines() if path.exists() else ():
+        for key, count in json.loads(line)["spans"].items():
+            totals[key] = totals.get(key, 0) + count
+    return totals
+
+
+def parse_junit(path: Path) -> tuple[set[str], set[str]]:
+    """(passed, failed or errored) test ids from a JUnit XML report; skips are neither."""
+    passed: set[str] = set()
+    failed: set[str] = set()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        test_id = f"{case.get('file') or case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        if kinds & {"failure", "error"}:
+            failed.add(test_id)
+        elif "skipped" not in kinds:
+            passed.add(test_id)
+    return passed, failed
+
+
+def node_ids(test_ids: set[str]) -> list[str]:
+    """pytest node ids (``tests/test_x.py::test_y[param]``) from report ids."""
+    out = []
+    for test_id in sorted(test_ids):
+        module, _, name = test_id.partition("::")
+        if not module.endswith(".py"):
+            module = module.replace(".", "/") + ".py"
+        out.append(f"{module}::{name}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", default=None, help="langgraph version (default: installed)")
+    parser.add_argument("--json", type=Path, default=None, help="write the comparison here")
+    parser.add_argument("--workers", default=None, help="pytest-xdist -n value (e.g. 2)")
+    parser.add_argument("--fresh-baseline", action="store_true", help="rerun the plain suite")
+    parser.add_argument("tests", nargs="*", default=["tests"], help="test paths (default: all)")
+    args = parser.parse_args(argv)
+    version = args.version or metadata.version(PACKAGE)
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    key = hashlib.sha256("\n".join(spanpoint_dep_pins()).encode()).hexdigest()[:10]
+    cache = cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    src = fetch_sdist(version, cache)
+    env_dir = cache / f"venv-{PACKAGE}-{version}-{py}-{key}"
+    python = build_venv(src, env_dir)
+    extra = ["-n", args.workers] if args.workers else []
+    scope = hashlib.sha256(" ".join(args.tests + extra).encode()).hexdigest()[:8]
+    baseline = env_dir / f"plain-{scope}.json"
+    timings: dict[str, float] = {}
+    if baseline.exists() and not args.fresh_baseline:
+        data = json.loads(baseline.read_text())
+        plain_pass, plain_fail = set(data["passed"]), set(data["failed"])
+        log(f"plain run cached: {len(plain_pass)} passed ({baseline})")
+    else:
+        log(f"plain run of {PACKAGE} {version} tests")
+        plain_pass, plain_fail, timings["plain_s"] = run_suite(
+            python, src, env_dir / "plain.xml", extra, args.tests
+        )
+        baseline.write_text(
+            json.dumps({"passed": sorted(plain_pass), "failed": sorted(plain_fail)})
+        )
+        log(
+            f"plain: {len(plain_pass)} passed, {len(plain_fail)} failed in {timings['plain_s']:.0f}s"
+        )
+    log("instrumented run (-p spanpoint.pytest_plugin)")
+    inst_pass, inst_fail, timings["instrumented_s"] = run_suite(
+        python, src, env_dir / "instrumented.xml", ["-p", PLUGIN, *extra], args.tests
+    )
+    spans = span_counts(env_dir / "instrumented.xml")
+    log(f"instrumented: {len(inst_pass)} passed, {len(inst_fail)} failed; spans {spans}")
+    lost = plain_pass - inst_pass
+    flaky: set[str] = set()
+    if lost:
+        log(f"{len(lost)} tests passed plain but not instrumented; running them again both ways")
+        ids = node_ids(lost)
+        again_plain, _, _ = run_suite(python, src, env_dir / "again-plain.xml", [], ids)
+        again_inst, _, _ = run_suite(python, src, env_dir / "again-inst.xml", ["-p", PLUGIN], ids)
+        flaky = {t for t in lost if t in again_inst or t not in again_plain}
+        lost -= flaky
+    report = {
+        "package": PACKAGE,
+        "version": version,
+        "environment": str(env_dir),
+        "plain_passed": len(plain_pass),
+        "instrumented_passed": len(inst_pass),
+        "only_plain": sorted(lost),
+        "only_instrumented": sorted(inst_pass - plain_pass),
+        "flaky": sorted(flaky),
+        "spans_recorded": spans,
+        "timings": timings,
+        "plugin_log": (env_dir / "instrumented.log").read_text()[-600:],
+    }
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "plugin_log"}, indent=2))
+    # No spans would mean the plugin never instrumented anything: a comparison proving nothing.
+    return 1 if lost or not inst_pass or not spans else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

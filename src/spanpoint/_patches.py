@@ -1,0 +1,547 @@
+"""Wrapper factories for :class:`spanpoint.instrumentor.SpanpointInstrumentor`.
+
+Each factory returns a ``traced(wrapped, instance, args, kwargs)`` function for
+``wrapt.wrap_function_wrapper``. The instrumentor decides *what* is patched; this module
+decides what a patched call records:
+
+- ``Pregel.invoke`` / ``ainvoke``: one graph-call span (``invoke_agent {name}`` or
+  ``invoke_workflow {name}``). Inside ``spanpoint.run`` with the ``graph_call`` strategy the
+  *outermost* graph call is a durable boundary; nested graph calls (subgraphs, a node calling
+  another graph) are spans only — LangGraph's checkpointer already owns their progress, and a
+  second memo could replay a subgraph's output without its checkpoints (docs/compatibility.md).
+- ``Pregel.stream`` / ``astream``: a graph-call span that stays open while the caller iterates;
+  each chunk is a bounded span event; never a boundary. ``invoke`` runs ``stream`` internally:
+  that inner call is not traced twice.
+- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``: ``chat`` and
+  ``execute_tool`` spans for calls made inside hand-built graphs, never boundaries; skipped
+  when spanpoint already traces that very call (the middleware's span is current).
+
+The OpenTelemetry context is attached only *around* each step of a stream, never across a
+``yield``, so a consumer that stops early or iterates from another task cannot detach a
+context it does not own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from spanpoint import semconv
+from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint.config import settings
+
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+STRATEGIES = ("graph_call", "calls")
+
+
+@dataclass(frozen=True, slots=True)
+class PatchOptions:
+    """What the patched calls do; fixed when the instrumentor is applied.
+
+    Args:
+        strategy: ``graph_call`` makes the outermost graph call inside a run a boundary;
+            ``calls`` leaves boundaries to the middleware (graph calls are spans only).
+    """
+
+    strategy: str = "graph_call"
+
+
+# The graph call running in this context (its span), so that nested calls know their parent
+# and ``invoke``'s own internal ``stream`` is recognised.
+_ACTIVE: ContextVar[_GraphCall | None] = ContextVar("spanpoint_graph_call", default=None)
+
+
+class _GraphCall:
+    """A traced graph call: its graph, its span, whether its internal stream was claimed."""
+
+    __slots__ = ("graph", "inner_stream_pending", "span")
+
+    def __init__(self, graph: Any, inner_stream_pending: bool) -> None:
+        self.graph = graph
+        self.inner_stream_pending = inner_stream_pending
+        self.span: trace.Span | None = None
+
+
+# --- graph-call attributes -----------------------------------------------------------------
+
+
+def _config_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    config = kwargs.get("config")
+    if config is None and len(args) > 1:
+        config = args[1]
+    return config
+
+
+_INFO: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def graph_info(graph: Any, strategy: str) -> Any:
+    """``GraphRunner``'s view of ``graph`` (agent or workflow, checkpointer), once per graph."""
+    info = _INFO.get(graph)
+    if info is None:
+        from spanpoint.graph import DurabilityPolicy
+        from spanpoint.graph_info import inspect_graph
+
+        # Zero-code spans carry no durability warnings: nobody chose this graph's checkpointer
+        # for spanpoint, and a warning per call would only be noise.
+        info = inspect_graph(graph, strategy, DurabilityPolicy(warn_in_process=False), None)
+        with contextlib.suppress(TypeError):  # an unhashable graph is inspected every call
+            _INFO[graph] = info
+    return info
+
+
+def graph_call_spec(
+    graph: Any, config: Any, options: PatchOptions, *, nested: bool, durable: bool
+) -> BoundarySpec:
+    """The span (and, when ``durable``, boundary) description of one graph call.
+
+    The attributes are ``GraphRunner``'s (:func:`spanpoint.graph_call.graph_call_attributes`);
+    a nested call adds its LangGraph namespace and does not capture the config, which LangGraph
+    filled with its own internals.
+    """
+    from spanpoint.graph_call import graph_call_attributes
+
+    name = str(getattr(graph, "name", None) or type(graph).__name__)
+    info = graph_info(graph, options.strategy)
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    if nested and not configurable:
+        from langchain_core.runnables.config import var_child_runnable_config
+
+        parent = var_child_runnable_config.get()
+        configurable = parent.get("configurable") if parent else None
+    thread_id = configurable.get("thread_id") if configurable else None
+    attrs = graph_call_attributes(
+        info,
+        name,
+        options.strategy,
+        settings().capture,
+        thread_id=None if thread_id is None else str(thread_id),
+        configurable=None if nested else configurable,
+    )
+    if nested and configurable and configurable.get("checkpoint_ns"):
+        attrs[semconv.LANGGRAPH_CHECKPOINT_NS] = str(configurable["checkpoint_ns"])
+    return BoundarySpec(
+        kind=semconv.KIND_GRAPH_CALL,
+        name=name,
+        span_name=f"{info.span_name} {name}",
+        attributes=attrs,
+        replay=durable,
+        describe=lambda output: _describe_graph_output(output, thread_id),
+    )
+
+
+def _describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeValue]:
+    """``GraphRunner``'s result attributes, without the state inspection it adds."""
+    from spanpoint.graph_results import build_result, result_attributes
+
+    result = build_result(output, "" if thread_id is None else str(thread_id), None)
+    attrs = result_attributes(result)
+    attrs.pop(semconv.LANGGRAPH_CHECKPOINT_NS, None)  # None without a snapshot; kept from start
+    if result.interrupts:
+        from spanpoint.events import add_bounded_event
+
+        add_bounded_event(
+            semconv.EVENT_AGENT_PAUSED,
+            {
+                semconv.LANGGRAPH_INTERRUPT_COUNT: len(result.interrupts),
+                semconv.LANGGRAPH_INTERRUPT_IDS: [i.id for i in result.interrupts],
+            },
+        )
+    return attrs
+
+
+def _identity(args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any) -> Any:
+    configurable = config.get("configurable", {}) if isinstance(config, Mapping) else {}
+    return {
+        "input": args[0] if args else kwargs.get("input"),
+        "thread_id": configurable.get("thread_id"),
+        "checkpoint_ns": configurable.get("checkpoint_ns"),
+    }
+
+
+def _adopted_span(parent: _GraphCall | None) -> trace.Span | None:
+    """The current span when it is a spanpoint graph-call span no patched call owns.
+
+    ``GraphRunner`` opens its own graph-call span and then calls ``graph.invoke``: that call
+    must not get a second span (nor a second boundary). A span opened by a patched call
+    (``parent``) is owned: a graph called under it is a nested call with its own span.
+    """
+    span = trace.get_current_span()
+    attrs = getattr(span, "attributes", None)
+    if not attrs or attrs.get(semconv.BOUNDARY_KIND) != semconv.KIND_GRAPH_CALL:
+        return None
+    if parent is not None and parent.span is span:
+        return None
+    return span
+
+
+def _durable(options: PatchOptions, nested: bool) -> bool:
+    if nested or options.strategy != "graph_call":
+        return False
+    from spanpoint.run import current_run
+
+    return current_run() is not None
+
+
+# --- invoke / ainvoke ------------------------------------------------------------------------
+
+
+def _invoke_spec(
+    options: PatchOptions, instance: Any, args: Any, kwargs: Any, *, nested: bool
+) -> BoundarySpec:
+    config = _config_of(args, kwargs)
+    spec = graph_call_spec(
+        instance, config, options, nested=nested, durable=_durable(options, nested)
+    )
+    if spec.replay:
+        spec.identity = _identity(args, kwargs, config)
+    return spec
+
+
+def _owning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapped``, noting the span current when it runs (the graph call's own span)."""
+
+    def body(*args: Any, **kwargs: Any) -> Any:
+        graph_call.span = trace.get_current_span()
+        return wrapped(*args, **kwargs)
+
+    return body
+
+
+def graph_invoke(options: PatchOptions) -> Wrapper:
+    """``Pregel.invoke``: a graph-call span, the outermost one a boundary inside a run."""
+
+    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        parent = _ACTIVE.get()
+        graph_call = _GraphCall(instance, inner_stream_pending=True)
+        token = _ACTIVE.set(graph_call)
+        try:
+            adopted = _adopted_span(parent)
+            if adopted is not None:
+                graph_call.span = adopted
+                return wrapped(*args, **kwargs)
+            spec = _invoke_spec(options, instance, args, kwargs, nested=parent is not None)
+            return call_boundary(spec, _owning(graph_call, wrapped), *args, **kwargs)
+        finally:
+            _ACTIVE.reset(token)
+
+    return traced
+
+
+def graph_ainvoke(options: PatchOptions) -> Wrapper:
+    """``Pregel.ainvoke``: the async form of :func:`graph_invoke`."""
+
+    async def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        parent = _ACTIVE.get()
+        graph_call = _GraphCall(instance, inner_stream_pending=True)
+        token = _ACTIVE.set(graph_call)
+        try:
+            adopted = _adopted_span(parent)
+            if adopted is not None:
+                graph_call.span = adopted
+                return await wrapped(*args, **kwargs)
+            spec = _invoke_spec(options, instance, args, kwargs, nested=parent is not None)
+            return await acall_boundary(spec, _owning(graph_call, wrapped), *args, **kwargs)
+        finally:
+            _ACTIVE.reset(token)
+
+    return traced
+
+
+# --- stream / astream ------------------------------------------------------------------------
+
+
+def _claim_inner_stream(instance: Any) -> bool:
+    """Whether this stream call is ``invoke``'s own (already traced by the invoke span)."""
+    active = _ACTIVE.get()
+    if active is not None and active.graph is instance and active.inner_stream_pending:
+        active.inner_stream_pending = False
+        return True
+    return False
+
+
+def _open_stream_span(
+    options: PatchOptions, instance: Any, args: Any, kwargs: Any
+) -> tuple[trace.Span, Any]:
+    from spanpoint.events import StreamRecorder
+
+    config = _config_of(args, kwargs)
+    nested = _ACTIVE.get() is not None
+    spec = graph_call_spec(instance, config, options, nested=nested, durable=False)
+    spec.attributes[semconv.STRATEGY] = "stream"
+    attrs = spec.attributes
+    attrs[semconv.BOUNDARY_KIND] = spec.kind
+    attrs[semconv.BOUNDARY_NAME] = spec.name
+    span = settings().tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=attrs)
+    recorder = StreamRecorder(
+        span,
+        stream_mode=kwargs.get("stream_mode"),
+        subgraphs=bool(kwargs.get("subgraphs", False)),
+    )
+    return span, recorder
+
+
+def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None) -> None:
+    recorder.finish()
+    if exc is not None and span.is_recording():
+        if _is_control_flow(exc):
+            span.add_event(semconv.EVENT_AGENT_PAUSED, {"exception.type": type(exc).__name__})
+        else:
+            span.record_exception(exc)
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    span.end()
+
+
+def _is_control_flow(exc: BaseException) -> bool:
+    """LangGraph's interrupts and parent commands bubble up as exceptions; not failures."""
+    from langgraph.errors import GraphBubbleUp
+
+    return isinstance(exc, GraphBubbleUp)
+
+
+def graph_stream(options: PatchOptions) -> Wrapper:
+    """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events."""
+
+    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _claim_inner_stream(instance):
+            return wrapped(*args, **kwargs)
+        return _traced_iter(options, wrapped, instance, args, kwargs)
+
+    return traced
+
+
+def _traced_iter(
+    options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+) -> Iterator[Any]:
+    parent = _ACTIVE.get()
+    adopted = _adopted_span(parent)
+    span, recorder = (
+        (adopted, None) if adopted else _open_stream_span(options, instance, args, kwargs)
+    )
+    ctx = trace.set_span_in_context(span)
+    graph_call = _GraphCall(instance, inner_stream_pending=False)
+    graph_call.span = span
+    graph_call_token = None
+    error: BaseException | None = None
+    inner = None
+    try:
+        while True:
+            token = otel_context.attach(ctx)
+            graph_call_token = _ACTIVE.set(graph_call)
+            try:
+                if inner is None:
+                    inner = wrapped(*args, **kwargs)
+                chunk = next(inner)
+            except StopIteration:
+                return
+            finally:
+                _ACTIVE.reset(graph_call_token)
+                otel_context.detach(token)
+            if recorder is not None:
+                recorder.record(chunk)
+            yield chunk
+    except GeneratorExit:
+        if inner is not None:
+            token = otel_context.attach(ctx)
+            try:
+                inner.close()
+            finally:
+                otel_context.detach(token)
+        raise
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if recorder is not None:
+            _end_stream_span(span, recorder, error)
+
+
+def graph_astream(options: PatchOptions) -> Wrapper:
+    """``Pregel.astream``: the async form of :func:`graph_stream`."""
+
+    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if _claim_inner_stream(instance):
+            return wrapped(*args, **kwargs)
+        return _traced_aiter(options, wrapped, instance, args, kwargs)
+
+    return traced
+
+
+async def _traced_aiter(
+    options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+) -> AsyncIterator[Any]:
+    parent = _ACTIVE.get()
+    adopted = _adopted_span(parent)
+    span, recorder = (
+        (adopted, None) if adopted else _open_stream_span(options, instance, args, kwargs)
+    )
+    ctx = trace.set_span_in_context(span)
+    graph_call = _GraphCall(instance, inner_stream_pending=False)
+    graph_call.span = span
+    error: BaseException | None = None
+    inner = None
+    try:
+        while True:
+            token = otel_context.attach(ctx)
+            graph_call_token = _ACTIVE.set(graph_call)
+            try:
+                if inner is None:
+                    inner = wrapped(*args, **kwargs)
+                chunk = await inner.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                _ACTIVE.reset(graph_call_token)
+                otel_context.detach(token)
+            if recorder is not None:
+                recorder.record(chunk)
+            yield chunk
+    except GeneratorExit:
+        if inner is not None:
+            token = otel_context.attach(ctx)
+            try:
+                await inner.aclose()
+            finally:
+                otel_context.detach(token)
+        raise
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if recorder is not None:
+            _end_stream_span(span, recorder, error)
+
+
+# --- create_agent ----------------------------------------------------------------------------
+
+
+def create_agent(middleware_factory: Callable[[], Any], middleware_type: type) -> Wrapper:
+    """``langchain.agents.create_agent``: add spanpoint's middleware, once."""
+
+    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        given = list(kwargs.get("middleware") or ())
+        if not any(isinstance(m, middleware_type) for m in given):
+            # Last in the list wraps the model and the tools directly: other middleware
+            # (retries, fallbacks, human review) stays outside the boundary and runs on replay.
+            kwargs = {**kwargs, "middleware": [*given, middleware_factory()]}
+        return wrapped(*args, **kwargs)
+
+    return traced
+
+
+# --- chat models and tools called directly inside nodes ---------------------------------------
+# The attribute builders are the middleware's (one place builds GenAI call attributes); these
+# patches are installed only where spanpoint.middleware imports (langchain is installed).
+
+
+def _current_operation() -> tuple[str | None, Mapping[str, Any]]:
+    """The GenAI operation of the current span when it is one of spanpoint's."""
+    span = trace.get_current_span()
+    attrs = getattr(span, "attributes", None)
+    if not attrs or semconv.BOUNDARY_KIND not in attrs:
+        return None, {}
+    return attrs.get(semconv.GEN_AI_OPERATION_NAME), attrs
+
+
+def model_call_spec(model: Any, model_input: Any) -> BoundarySpec:
+    """A span-only ``chat {model}`` description of a direct chat-model call."""
+    from langchain_core.messages import BaseMessage
+
+    from spanpoint import middleware
+
+    capture = settings().capture
+    provider, model_name, ls_params = middleware.model_info(model)
+    messages = None
+    if capture.content_on_spans and isinstance(model_input, list):
+        messages = [m for m in model_input if isinstance(m, BaseMessage)]
+    return BoundarySpec(
+        kind=semconv.KIND_MODEL_CALL,
+        name=model_name,
+        span_name=f"{semconv.OP_CHAT} {model_name}",
+        attributes=middleware.model_call_attributes(
+            provider, model_name, ls_params, capture, messages
+        ),
+        span_kind=SpanKind.CLIENT,
+        replay=False,
+        describe=lambda out: middleware.describe_model_response(out, model_name, capture),
+    )
+
+
+def tool_call_spec(tool: Any, tool_input: Any) -> BoundarySpec:
+    """A span-only ``execute_tool {tool}`` description of a direct tool call."""
+    from spanpoint import middleware
+
+    capture = settings().capture
+    name = str(getattr(tool, "name", None) or type(tool).__name__)
+    args, call_id = tool_input, None
+    if isinstance(tool_input, Mapping) and tool_input.get("type") == "tool_call":
+        args, call_id = tool_input.get("args"), tool_input.get("id")
+    description = getattr(tool, "description", None)
+    return BoundarySpec(
+        kind=semconv.KIND_TOOL_CALL,
+        name=name,
+        span_name=f"{semconv.OP_EXECUTE_TOOL} {name}",
+        attributes=middleware.tool_call_attributes(
+            name, call_id, description if isinstance(description, str) else None, args, capture
+        ),
+        replay=False,
+        describe=lambda result: middleware.describe_tool_result(result, capture),
+    )
+
+
+def _model_spec_unless_traced(instance: Any, args: Any, kwargs: Any) -> BoundarySpec | None:
+    op, _ = _current_operation()
+    if op == semconv.OP_CHAT:  # the middleware's span for this very call
+        return None
+    return model_call_spec(instance, args[0] if args else kwargs.get("input"))
+
+
+def _tool_spec_unless_traced(instance: Any, args: Any, kwargs: Any) -> BoundarySpec | None:
+    op, attrs = _current_operation()
+    name = getattr(instance, "name", None) or type(instance).__name__
+    if op == semconv.OP_EXECUTE_TOOL and attrs.get(semconv.GEN_AI_TOOL_NAME) == name:
+        return None  # the middleware's span, or StructuredTool.ainvoke running invoke
+    return tool_call_spec(instance, args[0] if args else kwargs.get("input"))
+
+
+def _span_only(spec_for: Callable[[Any, Any, Any], BoundarySpec | None], is_async: bool) -> Wrapper:
+    if is_async:
+
+        async def atraced(
+            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+        ) -> Any:
+            spec = spec_for(instance, args, kwargs)
+            if spec is None:
+                return await wrapped(*args, **kwargs)
+            return await acall_boundary(spec, wrapped, *args, **kwargs)
+
+        return atraced
+
+    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        spec = spec_for(instance, args, kwargs)
+        if spec is None:
+            return wrapped(*args, **kwargs)
+        return call_boundary(spec, wrapped, *args, **kwargs)
+
+    return traced
+
+
+def chat_model_invoke(is_async: bool) -> Wrapper:
+    """``BaseChatModel.invoke``/``ainvoke``: a ``chat`` span unless one is already current."""
+    return _span_only(_model_spec_unless_traced, is_async)
+
+
+def tool_invoke(is_async: bool) -> Wrapper:
+    """``BaseTool.invoke``/``ainvoke``: an ``execute_tool`` span unless this call has one."""
+    return _span_only(_tool_spec_unless_traced, is_async)

@@ -1,0 +1,150 @@
+"""Zero-code instrumentation: ``opentelemetry-instrument python agent.py`` and nothing else.
+
+>>> from spanpoint.instrumentor import SpanpointInstrumentor   # doctest: +SKIP
+>>> SpanpointInstrumentor().instrument()                        # doctest: +SKIP
+>>> graph.invoke({"messages": [...]})   # an ``invoke_workflow LangGraph`` span
+
+Installed under the ``opentelemetry_instrumentor`` entry point as ``spanpoint_langgraph`` (the
+LangChain instrumentations of OpenInference and OpenLLMetry use ``langchain``), so
+``opentelemetry-instrument`` loads it with every other instrumentation. It patches:
+
+- ``Pregel.invoke`` / ``ainvoke`` / ``stream`` / ``astream`` (every compiled graph, agents
+  included): graph-call spans; inside ``spanpoint.run`` with the ``graph_call`` strategy the
+  outermost graph call is a durable boundary;
+- ``langchain.agents.create_agent``: :class:`~spanpoint.middleware.CheckpointMiddleware` is
+  added once (never when the agent already has one): model and tool spans, and model/tool
+  boundaries inside a run;
+- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``: ``chat`` and
+  ``execute_tool`` spans for models and tools called directly in hand-built graph nodes (the
+  prebuilt ``ToolNode`` included) — spans only, never boundaries, never a second span for a
+  call the middleware already traces.
+
+Configuration comes from the environment (see the README): ``SPANPOINT_STRATEGY``
+(``graph_call`` or ``calls``), ``SPANPOINT_STORE``, ``SPANPOINT_CAPTURE_*`` and
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``. ``instrument(tracer_provider=...)``
+wires spanpoint to that provider; without one, spanpoint uses the global provider when the
+first instrumented call happens (the one ``opentelemetry-instrument`` configured), or sets up
+its own from the ``OTEL_*`` variables.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable, Collection
+from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+from wrapt import wrap_function_wrapper
+
+from spanpoint import _patches
+from spanpoint.errors import ConfigurationError
+
+logger = logging.getLogger("spanpoint")
+
+STRATEGY_ENV = "SPANPOINT_STRATEGY"
+
+_PREGEL = "langgraph.pregel.main"
+_CHAT_MODEL = "langchain_core.language_models.chat_models"
+_TOOLS = "langchain_core.tools.base"
+# create_agent is re-exported by langchain.agents; both names are patched so that
+# ``from langchain.agents import create_agent`` after instrumentation gets the wrapper.
+_CREATE_AGENT_MODULES = ("langchain.agents.factory", "langchain.agents")
+
+
+def strategy_from_env(value: str | None = None) -> str:
+    """The strategy asked for (argument, else ``$SPANPOINT_STRATEGY``, else ``graph_call``)."""
+    raw = value if value is not None else os.environ.get(STRATEGY_ENV, "graph_call")
+    strategy = raw.strip().lower() or "graph_call"
+    if strategy not in _patches.STRATEGIES:
+        raise ConfigurationError(
+            f"{STRATEGY_ENV}={raw!r} is not a strategy: use 'graph_call' (one boundary per "
+            "graph call) or 'calls' (a boundary per model and tool call)"
+        )
+    return strategy
+
+
+class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """OpenTelemetry instrumentor for LangGraph graphs and LangChain agents.
+
+    ``instrument()`` twice is a no-op (``BaseInstrumentor`` keeps one instance and one state);
+    ``uninstrument()`` removes every patch, after which graph calls produce no spans.
+
+    Keyword arguments of ``instrument``: ``tracer_provider`` (wired with spanpoint's
+    checkpoint processor), ``strategy`` (overrides ``$SPANPOINT_STRATEGY``), ``store``.
+    """
+
+    _patched: list[tuple[Any, str]]
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """The packages that must be installed for :meth:`instrument` to apply."""
+        return ("langgraph >= 1.0",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        options = _patches.PatchOptions(strategy=strategy_from_env(kwargs.get("strategy")))
+        provider = kwargs.get("tracer_provider")
+        if provider is not None or kwargs.get("store") is not None:
+            from spanpoint.config import configure
+
+            configure(tracer_provider=provider, store=kwargs.get("store"))
+        self._patched = []
+        pregel = importlib.import_module(_PREGEL)
+        for method, factory in (
+            ("invoke", _patches.graph_invoke),
+            ("ainvoke", _patches.graph_ainvoke),
+            ("stream", _patches.graph_stream),
+            ("astream", _patches.graph_astream),
+        ):
+            self._wrap(_PREGEL, f"Pregel.{method}", factory(options), owner=pregel.Pregel)
+        if _middleware_available():
+            self._instrument_langchain()
+
+    def _instrument_langchain(self) -> None:
+        chat_models = importlib.import_module(_CHAT_MODEL)
+        tools = importlib.import_module(_TOOLS)
+        self._wrap(
+            _CHAT_MODEL,
+            "BaseChatModel.invoke",
+            _patches.chat_model_invoke(is_async=False),
+            owner=chat_models.BaseChatModel,
+        )
+        self._wrap(
+            _CHAT_MODEL,
+            "BaseChatModel.ainvoke",
+            _patches.chat_model_invoke(is_async=True),
+            owner=chat_models.BaseChatModel,
+        )
+        self._wrap(
+            _TOOLS, "BaseTool.invoke", _patches.tool_invoke(is_async=False), owner=tools.BaseTool
+        )
+        self._wrap(
+            _TOOLS, "BaseTool.ainvoke", _patches.tool_invoke(is_async=True), owner=tools.BaseTool
+        )
+        from spanpoint.middleware import CheckpointMiddleware
+
+        wrapper = _patches.create_agent(CheckpointMiddleware, CheckpointMiddleware)
+        for module_name in _CREATE_AGENT_MODULES:
+            module = importlib.import_module(module_name)
+            self._wrap(module_name, "create_agent", wrapper, owner=module)
+
+    def _wrap(self, module: str, name: str, wrapper: Callable[..., Any], *, owner: Any) -> None:
+        attribute = name.rsplit(".", 1)[-1]
+        wrap_function_wrapper(module, name, wrapper)
+        self._patched.append((owner, attribute))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for owner, attribute in reversed(getattr(self, "_patched", [])):
+            unwrap(owner, attribute)
+        self._patched = []
+
+
+def _middleware_available() -> bool:
+    """Whether LangChain's agent middleware (and so spanpoint's) can be imported."""
+    try:
+        importlib.import_module("spanpoint.middleware")
+    except ImportError as exc:
+        logger.debug("spanpoint: model/tool patches off, langchain unavailable: %s", exc)
+        return False
+    return True

@@ -1,0 +1,99 @@
+"""Run a test suite with spanpoint auto-instrumentation: ``pytest -p spanpoint.pytest_plugin``.
+
+This is how spanpoint proves it changes nothing: LangGraph's own test suite passes the same
+with the plugin as without it (``scripts/compat/langgraph_suite.py``, docs/compatibility.md).
+
+At configure time the plugin builds a private SDK tracer provider (never the global one, so
+the suite under test sees the OpenTelemetry state it expects), wires spanpoint to it with an
+in-memory checkpoint store, and applies :class:`~spanpoint.instrumentor.SpanpointInstrumentor`.
+Every span is really created, attributed and ended; a counting processor keeps only the
+number of spans per operation (not the spans, so memory stays flat over thousands of tests).
+
+The counts are printed in the terminal summary and, when ``SPANPOINT_PLUGIN_REPORT`` names a
+file, appended to it as one JSON line per process (pytest-xdist workers included), so a
+caller can check that the instrumentation was live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+
+REPORT_ENV = "SPANPOINT_PLUGIN_REPORT"
+
+
+class SpanCounter(SpanProcessor):
+    """Counts ended spans by GenAI operation (or span name for spanpoint's own spans)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do when a span starts."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Count ``span`` under its operation name."""
+        attrs = span.attributes or {}
+        key = str(attrs.get("gen_ai.operation.name") or span.name)
+        with self._lock:
+            self.counts[key] += 1
+
+    def shutdown(self) -> None:
+        """Nothing held."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing buffered."""
+        return True
+
+
+class _State:
+    counter: SpanCounter | None = None
+    provider: TracerProvider | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Configure spanpoint on a private provider and instrument LangGraph/LangChain."""
+    import spanpoint
+    from spanpoint.instrumentor import SpanpointInstrumentor
+    from spanpoint.stores import MemoryStore
+
+    counter = SpanCounter()
+    provider = TracerProvider()
+    provider.add_span_processor(counter)
+    spanpoint.configure(tracer_provider=provider, store=MemoryStore())
+    SpanpointInstrumentor().instrument(tracer_provider=provider)
+    _State.counter, _State.provider = counter, provider
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the patches and report the span counts of this process."""
+    from spanpoint.instrumentor import SpanpointInstrumentor
+
+    SpanpointInstrumentor().uninstrument()
+    counter = _State.counter
+    path = os.environ.get(REPORT_ENV)
+    if counter is not None and path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        line = json.dumps({"worker": worker, "spans": dict(counter.counts)})
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    if _State.provider is not None:
+        _State.provider.shutdown()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line: how many spans spanpoint recorded in this process, by operation."""
+    counter = _State.counter
+    if counter is None:
+        return
+    total = sum(counter.counts.values())
+    detail = ", ".join(f"{k}={v}" for k, v in counter.counts.most_common(6))
+    terminalreporter.write_line(f"spanpoint: instrumented, {total} spans ({detail})")
