@@ -256,7 +256,9 @@ class GuardEngine:
         if s["episode"] is not None and not s["episode"].get("delivered"):
             # The model has not seen the reflection for this episode yet: let it.
             return None
-        detection = found[0]
+        # Within an episode, keep naming the pattern it is about (a cycle also repeats calls).
+        current = s["episode"]["pattern"] if s["episode"] else None
+        detection = next((d for d in found if d.pattern == current), found[0])
         episode = s["episode"] or {
             "pattern": detection.pattern,
             "reflections": 0,
