@@ -32,6 +32,7 @@ from spanpoint.errors import (
     LeaseTimeoutError,
     SerializationError,
     StoreError,
+    StoreUnavailableError,
 )
 from spanpoint.run import Frame, RunScope, current_frame, current_run, entered_frame
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim
@@ -117,6 +118,10 @@ class _Call:
             try:
                 claim: Claim = scope.store.claim(self.key, scope.owner, scope.lease_ttl_s)
             except StoreError as exc:  # invariant 5: a failed read means "execute"
+                if scope.strict and isinstance(exc, StoreUnavailableError):
+                    # An unreachable store can neither replay nor keep the boundary
+                    # single-flight: strict fails before the body's side effect, not after.
+                    raise
                 scope.warn(f"checkpoint lookup for {self.path!r} failed, executing: {exc}")
                 return _MISSING
             if claim.state == "committed" and claim.checkpoint is not None:
@@ -176,7 +181,12 @@ class _Call:
         self.frame.span_id = format(span.get_span_context().span_id, "016x")
         execution = _Execution(self, span)
         try:
-            with trace.use_span(span, end_on_exit=False), entered_frame(self.frame):
+            with (
+                trace.use_span(
+                    span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+                ),
+                entered_frame(self.frame),
+            ):
                 yield execution
         except BaseException as exc:
             execution.fail(exc)
@@ -225,6 +235,11 @@ class _Execution:
         """Stage ``output`` for commit (inside a run) and mark the span OK."""
         call, span, scope = self.call, self.span, self.call.scope
         call._describe(span, output)
+        status = getattr(span, "status", None)
+        if status is not None and status.status_code is StatusCode.ERROR:
+            # The body marked its own span failed without raising: the span ends ERROR, so
+            # by the processor's rule nothing is committed and a replay executes it again.
+            return output
         if scope is not None:
             try:
                 encoded = call.spec.encode(output) if call.spec.encode else output

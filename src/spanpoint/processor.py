@@ -12,6 +12,7 @@ sampled spans, see nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,10 @@ def commit(staged: StagedOutput, trace_id: int, span_id: int, start_ns: int, end
         staged.committed = True
     except Exception as exc:  # invariant 5: a failed commit is reported, never raised here
         staged.error = exc
+        if staged.owner is not None:
+            # Free the boundary for the next attempt; the lease would expire anyway.
+            with contextlib.suppress(Exception):
+                staged.store.release(staged.key, staged.owner)
         logger.warning(
             "spanpoint: could not commit boundary %r of run %r to %s: %s; it will execute "
             "again when the run is replayed",

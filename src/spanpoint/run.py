@@ -33,7 +33,7 @@ from spanpoint.errors import (
     RunWaiting,
     StoreError,
 )
-from spanpoint.stores.base import BoundaryRecord, CheckpointStore, RunStatus, new_owner_id
+from spanpoint.stores.base import BoundaryRecord, CheckpointStore, RunStatus, process_owner_id
 
 logger = logging.getLogger("spanpoint")
 
@@ -76,7 +76,7 @@ class RunScope:
     strict: bool
     lease_ttl_s: float
     lease_wait_timeout_s: float
-    owner: str = field(default_factory=new_owner_id)
+    owner: str = field(default_factory=process_owner_id)
     root: Frame = field(default_factory=lambda: Frame("", ""))
     journal: list[BoundaryRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -36,7 +36,8 @@ def step(
     """Make ``fn`` a replay boundary: ``@step`` or ``@step(name="notify", replay=True)``.
 
     Args:
-        name: the step's stable name in checkpoint paths (default: the function's qualname).
+        name: the step's stable name in checkpoint paths (default: the function's qualname,
+            without ``<locals>`` markers).
             Renaming a step makes earlier runs miss its checkpoints, so pin it if you rename.
         replay: False records a span but never commits or replays (for steps that must run
             every time, such as reading the clock).
@@ -60,7 +61,10 @@ def _wrap(fn: Callable[P, R], name: str | None, replay: bool) -> Callable[P, R]:
             f"{fn.__qualname__} is a generator: streams are never replay boundaries. Collect "
             "the items in a step that returns a list, or trace the stream without @step"
         )
-    step_name = name or fn.__qualname__
+    # A qualname is stable across processes and tells apart same-named methods of two
+    # classes; the "<locals>" markers of nested functions add nothing to that.
+    step_name = name or fn.__qualname__.replace("<locals>.", "")
+    span_name = f"step {name or fn.__name__}"
     signature = inspect.signature(fn)
     params = list(signature.parameters)
     skip_first = bool(params) and params[0] in ("self", "cls")
@@ -77,7 +81,7 @@ def _wrap(fn: Callable[P, R], name: str | None, replay: bool) -> Callable[P, R]:
         return BoundarySpec(
             kind=semconv.KIND_STEP,
             name=step_name,
-            span_name=f"step {step_name}",
+            span_name=span_name,
             identity=arguments,
             replay=replay,
             view={"step": step_name},

@@ -120,6 +120,22 @@ def new_owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
+_PROCESS_OWNER: tuple[int, str] | None = None
+
+
+def process_owner_id() -> str:
+    """This process's lease owner id (a new one after a fork).
+
+    Leases belong to processes, not to run attempts: an attempt that failed in this process
+    must not leave a lease that the next attempt in the same process has to wait out.
+    """
+    global _PROCESS_OWNER
+    pid = os.getpid()
+    if _PROCESS_OWNER is None or _PROCESS_OWNER[0] != pid:
+        _PROCESS_OWNER = (pid, new_owner_id())
+    return _PROCESS_OWNER[1]
+
+
 def owner_is_dead_here(owner: str) -> bool:
     """True when ``owner`` names a process on this host that no longer exists.
 
