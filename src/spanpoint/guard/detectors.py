@@ -15,8 +15,12 @@ from typing import Any, NamedTuple
 
 from spanpoint.guard.config import CYCLE, ERROR_LOOP, NO_PROGRESS, TOOL_REPEAT, GuardConfig
 
-# How many result fingerprints the no-progress detector remembers per run.
-SEEN_RESULTS_LIMIT = 256
+# How many result fingerprints the no-progress detector remembers per run (they are
+# checkpointed with the thread every step, so the list stays short).
+SEEN_RESULTS_LIMIT = 128
+
+# One encoder for every call key: json.dumps() with options builds a new one per call.
+_ARGS_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +63,7 @@ def call_key(tool: str, args: Any) -> str:
     Arguments are JSON with sorted keys, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}``
     are the same call.
     """
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    text = _ARGS_ENCODER.encode(args)
     return f"{tool}#{hashlib.blake2b(text.encode(), digest_size=8).hexdigest()}"
 
 
@@ -158,7 +162,7 @@ def ingest_results(
         counters["consecutive_errors"] = 0
         counters["error_tools"] = []
         fingerprint = hashlib.blake2b(
-            f"{result.tool}\x00{result.content}".encode(), digest_size=8
+            f"{result.tool}\x00{result.content}".encode(), digest_size=6
         ).hexdigest()
         if fingerprint not in seen:
             progress = True

@@ -1,0 +1,27 @@
+"""examples/guard_loop.py runs offline and tells the whole story."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "guard_loop.py"
+
+
+def test_example_reflects_stops_and_resumes_to_the_answer() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "[reflection]" in out and "[skipped] (error)" in out
+    assert "guard_terminated=True guard_reason='tool_repeat'" in out
+    assert "A plain invoke is refused" in out
+    assert out.rstrip().splitlines()[-1].split() == [
+        "resume",
+        "spanpoint.guard.recovered",
+        "tool_repeat",
+    ]
+    assert "Release 4.2 shipped on 12 March, per the changelog." in out
+    assert "status=completed" in out
