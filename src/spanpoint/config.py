@@ -152,7 +152,11 @@ def configure(
     _check_positive("lease_wait_timeout_s", lease_wait_timeout_s)
     with _LOCK:
         previous = _SETTINGS
-        provider, destination = _resolve_provider(tracer_provider, trace_file)
+        if tracer_provider is None and trace_file is None and previous is not None:
+            # configure(strict=True) and the like keep the provider chosen before.
+            provider, destination = previous.tracer_provider, previous.trace_destination
+        else:
+            provider, destination = _resolve_provider(tracer_provider, trace_file)
         settings = Settings(
             tracer_provider=provider,
             trace_destination=destination,
