@@ -32,11 +32,19 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
-from opentelemetry.util.types import AttributeValue
+from opentelemetry.trace import Status, StatusCode
 
 from spanpoint import semconv
-from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint._spans import (
+    aspan_call,
+    describe_graph_output,
+    fail_span,
+    mark_paused,
+    paused_event,
+    span_call,
+    start_span,
+)
+from spanpoint.boundary import BoundarySpec
 from spanpoint.config import settings
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -136,28 +144,8 @@ def graph_call_spec(
         span_name=f"{info.span_name} {name}",
         attributes=attrs,
         replay=durable,
-        describe=lambda output: _describe_graph_output(output, thread_id),
+        describe=lambda output: describe_graph_output(output, thread_id),
     )
-
-
-def _describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeValue]:
-    """``GraphRunner``'s result attributes, without the state inspection it adds."""
-    from spanpoint.graph_results import build_result, result_attributes
-
-    result = build_result(output, "" if thread_id is None else str(thread_id), None)
-    attrs = result_attributes(result)
-    attrs.pop(semconv.LANGGRAPH_CHECKPOINT_NS, None)  # None without a snapshot; kept from start
-    if result.interrupts:
-        from spanpoint.events import add_bounded_event
-
-        add_bounded_event(
-            semconv.EVENT_AGENT_PAUSED,
-            {
-                semconv.LANGGRAPH_INTERRUPT_COUNT: len(result.interrupts),
-                semconv.LANGGRAPH_INTERRUPT_IDS: [i.id for i in result.interrupts],
-            },
-        )
-    return attrs
 
 
 def _identity(args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any) -> Any:
@@ -213,7 +201,21 @@ def _owning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[...
 
     def body(*args: Any, **kwargs: Any) -> Any:
         graph_call.span = trace.get_current_span()
-        return wrapped(*args, **kwargs)
+        output = wrapped(*args, **kwargs)
+        mark_paused(output)
+        return output
+
+    return body
+
+
+def _aowning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
+    """The async form of :func:`_owning`."""
+
+    async def body(*args: Any, **kwargs: Any) -> Any:
+        graph_call.span = trace.get_current_span()
+        output = await wrapped(*args, **kwargs)
+        mark_paused(output)
+        return output
 
     return body
 
@@ -231,7 +233,7 @@ def graph_invoke(options: PatchOptions) -> Wrapper:
                 graph_call.span = adopted
                 return wrapped(*args, **kwargs)
             spec = _invoke_spec(options, instance, args, kwargs, nested=parent is not None)
-            return call_boundary(spec, _owning(graph_call, wrapped), *args, **kwargs)
+            return span_call(spec, _owning(graph_call, wrapped), *args, **kwargs)
         finally:
             _ACTIVE.reset(token)
 
@@ -251,7 +253,7 @@ def graph_ainvoke(options: PatchOptions) -> Wrapper:
                 graph_call.span = adopted
                 return await wrapped(*args, **kwargs)
             spec = _invoke_spec(options, instance, args, kwargs, nested=parent is not None)
-            return await acall_boundary(spec, _owning(graph_call, wrapped), *args, **kwargs)
+            return await aspan_call(spec, _aowning(graph_call, wrapped), *args, **kwargs)
         finally:
             _ACTIVE.reset(token)
 
@@ -279,10 +281,7 @@ def _open_stream_span(
     nested = _ACTIVE.get() is not None
     spec = graph_call_spec(instance, config, options, nested=nested, durable=False)
     spec.attributes[semconv.STRATEGY] = "stream"
-    attrs = spec.attributes
-    attrs[semconv.BOUNDARY_KIND] = spec.kind
-    attrs[semconv.BOUNDARY_NAME] = spec.name
-    span = settings().tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=attrs)
+    span = start_span(spec)
     recorder = StreamRecorder(
         span,
         stream_mode=kwargs.get("stream_mode"),
@@ -293,21 +292,15 @@ def _open_stream_span(
 
 def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None) -> None:
     recorder.finish()
-    if exc is not None and span.is_recording():
-        if _is_control_flow(exc):
-            span.add_event(semconv.EVENT_AGENT_PAUSED, {"exception.type": type(exc).__name__})
-        else:
-            span.record_exception(exc)
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    interrupts = getattr(recorder, "interrupts", None)
+    if interrupts and span.is_recording():
+        paused_event(span, [str(getattr(i, "id", "")) for i in interrupts])
+    if exc is not None:
+        fail_span(span, exc)
+        return
+    if span.is_recording():
+        span.set_status(Status(StatusCode.OK))
     span.end()
-
-
-def _is_control_flow(exc: BaseException) -> bool:
-    """LangGraph's interrupts and parent commands bubble up as exceptions; not failures."""
-    from langgraph.errors import GraphBubbleUp
-
-    return isinstance(exc, GraphBubbleUp)
 
 
 def graph_stream(options: PatchOptions) -> Wrapper:
@@ -421,127 +414,3 @@ async def _traced_aiter(
     finally:
         if recorder is not None:
             _end_stream_span(span, recorder, error)
-
-
-# --- create_agent ----------------------------------------------------------------------------
-
-
-def create_agent(middleware_factory: Callable[[], Any], middleware_type: type) -> Wrapper:
-    """``langchain.agents.create_agent``: add spanpoint's middleware, once."""
-
-    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        given = list(kwargs.get("middleware") or ())
-        if not any(isinstance(m, middleware_type) for m in given):
-            # Last in the list wraps the model and the tools directly: other middleware
-            # (retries, fallbacks, human review) stays outside the boundary and runs on replay.
-            kwargs = {**kwargs, "middleware": [*given, middleware_factory()]}
-        return wrapped(*args, **kwargs)
-
-    return traced
-
-
-# --- chat models and tools called directly inside nodes ---------------------------------------
-# The attribute builders are the middleware's (one place builds GenAI call attributes); these
-# patches are installed only where spanpoint.middleware imports (langchain is installed).
-
-
-def _current_operation() -> tuple[str | None, Mapping[str, Any]]:
-    """The GenAI operation of the current span when it is one of spanpoint's."""
-    span = trace.get_current_span()
-    attrs = getattr(span, "attributes", None)
-    if not attrs or semconv.BOUNDARY_KIND not in attrs:
-        return None, {}
-    return attrs.get(semconv.GEN_AI_OPERATION_NAME), attrs
-
-
-def model_call_spec(model: Any, model_input: Any) -> BoundarySpec:
-    """A span-only ``chat {model}`` description of a direct chat-model call."""
-    from langchain_core.messages import BaseMessage
-
-    from spanpoint import middleware
-
-    capture = settings().capture
-    provider, model_name, ls_params = middleware.model_info(model)
-    messages = None
-    if capture.content_on_spans and isinstance(model_input, list):
-        messages = [m for m in model_input if isinstance(m, BaseMessage)]
-    return BoundarySpec(
-        kind=semconv.KIND_MODEL_CALL,
-        name=model_name,
-        span_name=f"{semconv.OP_CHAT} {model_name}",
-        attributes=middleware.model_call_attributes(
-            provider, model_name, ls_params, capture, messages
-        ),
-        span_kind=SpanKind.CLIENT,
-        replay=False,
-        describe=lambda out: middleware.describe_model_response(out, model_name, capture),
-    )
-
-
-def tool_call_spec(tool: Any, tool_input: Any) -> BoundarySpec:
-    """A span-only ``execute_tool {tool}`` description of a direct tool call."""
-    from spanpoint import middleware
-
-    capture = settings().capture
-    name = str(getattr(tool, "name", None) or type(tool).__name__)
-    args, call_id = tool_input, None
-    if isinstance(tool_input, Mapping) and tool_input.get("type") == "tool_call":
-        args, call_id = tool_input.get("args"), tool_input.get("id")
-    description = getattr(tool, "description", None)
-    return BoundarySpec(
-        kind=semconv.KIND_TOOL_CALL,
-        name=name,
-        span_name=f"{semconv.OP_EXECUTE_TOOL} {name}",
-        attributes=middleware.tool_call_attributes(
-            name, call_id, description if isinstance(description, str) else None, args, capture
-        ),
-        replay=False,
-        describe=lambda result: middleware.describe_tool_result(result, capture),
-    )
-
-
-def _model_spec_unless_traced(instance: Any, args: Any, kwargs: Any) -> BoundarySpec | None:
-    op, _ = _current_operation()
-    if op == semconv.OP_CHAT:  # the middleware's span for this very call
-        return None
-    return model_call_spec(instance, args[0] if args else kwargs.get("input"))
-
-
-def _tool_spec_unless_traced(instance: Any, args: Any, kwargs: Any) -> BoundarySpec | None:
-    op, attrs = _current_operation()
-    name = getattr(instance, "name", None) or type(instance).__name__
-    if op == semconv.OP_EXECUTE_TOOL and attrs.get(semconv.GEN_AI_TOOL_NAME) == name:
-        return None  # the middleware's span, or StructuredTool.ainvoke running invoke
-    return tool_call_spec(instance, args[0] if args else kwargs.get("input"))
-
-
-def _span_only(spec_for: Callable[[Any, Any, Any], BoundarySpec | None], is_async: bool) -> Wrapper:
-    if is_async:
-
-        async def atraced(
-            wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-        ) -> Any:
-            spec = spec_for(instance, args, kwargs)
-            if spec is None:
-                return await wrapped(*args, **kwargs)
-            return await acall_boundary(spec, wrapped, *args, **kwargs)
-
-        return atraced
-
-    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        spec = spec_for(instance, args, kwargs)
-        if spec is None:
-            return wrapped(*args, **kwargs)
-        return call_boundary(spec, wrapped, *args, **kwargs)
-
-    return traced
-
-
-def chat_model_invoke(is_async: bool) -> Wrapper:
-    """``BaseChatModel.invoke``/``ainvoke``: a ``chat`` span unless one is already current."""
-    return _span_only(_model_spec_unless_traced, is_async)
-
-
-def tool_invoke(is_async: bool) -> Wrapper:
-    """``BaseTool.invoke``/``ainvoke``: an ``execute_tool`` span unless this call has one."""
-    return _span_only(_tool_spec_unless_traced, is_async)

@@ -39,7 +39,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
-from spanpoint import _patches
+from spanpoint import _call_patches, _patches
 from spanpoint.errors import ConfigurationError
 
 logger = logging.getLogger("spanpoint")
@@ -102,29 +102,17 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._instrument_langchain()
 
     def _instrument_langchain(self) -> None:
-        chat_models = importlib.import_module(_CHAT_MODEL)
-        tools = importlib.import_module(_TOOLS)
-        self._wrap(
-            _CHAT_MODEL,
-            "BaseChatModel.invoke",
-            _patches.chat_model_invoke(is_async=False),
-            owner=chat_models.BaseChatModel,
-        )
-        self._wrap(
-            _CHAT_MODEL,
-            "BaseChatModel.ainvoke",
-            _patches.chat_model_invoke(is_async=True),
-            owner=chat_models.BaseChatModel,
-        )
-        self._wrap(
-            _TOOLS, "BaseTool.invoke", _patches.tool_invoke(is_async=False), owner=tools.BaseTool
-        )
-        self._wrap(
-            _TOOLS, "BaseTool.ainvoke", _patches.tool_invoke(is_async=True), owner=tools.BaseTool
-        )
+        chat_models = importlib.import_module(_CHAT_MODEL).BaseChatModel
+        tools = importlib.import_module(_TOOLS).BaseTool
+        for module, owner, factory in (
+            (_CHAT_MODEL, chat_models, _call_patches.chat_model_invoke),
+            (_TOOLS, tools, _call_patches.tool_invoke),
+        ):
+            self._wrap(module, f"{owner.__name__}.invoke", factory(is_async=False), owner=owner)
+            self._wrap(module, f"{owner.__name__}.ainvoke", factory(is_async=True), owner=owner)
         from spanpoint.middleware import CheckpointMiddleware
 
-        wrapper = _patches.create_agent(CheckpointMiddleware, CheckpointMiddleware)
+        wrapper = _call_patches.create_agent(CheckpointMiddleware, CheckpointMiddleware)
         for module_name in _CREATE_AGENT_MODULES:
             module = importlib.import_module(module_name)
             self._wrap(module_name, "create_agent", wrapper, owner=module)

@@ -1,0 +1,128 @@
+"""Spans that are never boundaries, for the zero-code patches.
+
+``call_boundary`` (``spanpoint.boundary``) treats every exception as a failure, which is right
+for a boundary: nothing must be committed. A span-only call differs in one way: LangGraph's
+control flow travels as exceptions (``GraphInterrupt`` for ``interrupt()``, ``ParentCommand``
+for ``Command(graph=PARENT)``), and those are a pause, not an error — the span gets a
+``gen_ai.agent.paused`` event and no ERROR status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from spanpoint import semconv
+from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint.config import settings
+
+
+def describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeValue]:
+    """``GraphRunner``'s result attributes, without the state inspection it adds."""
+    from spanpoint.graph_results import build_result, result_attributes
+
+    result = build_result(output, "" if thread_id is None else str(thread_id), None)
+    attrs = result_attributes(result)
+    attrs.pop(semconv.LANGGRAPH_CHECKPOINT_NS, None)  # None without a snapshot; kept from start
+    return attrs
+
+
+def mark_paused(output: Any) -> None:
+    """A ``gen_ai.agent.paused`` event on the current span when the graph was interrupted."""
+    from spanpoint.graph_results import output_interrupts
+
+    interrupts = output_interrupts(output)
+    if interrupts:
+        paused_event(trace.get_current_span(), [i.id for i in interrupts])
+
+
+def paused_event(span: trace.Span, ids: list[str]) -> None:
+    from spanpoint.events import add_bounded_event
+
+    add_bounded_event(
+        semconv.EVENT_AGENT_PAUSED,
+        {semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids), semconv.LANGGRAPH_INTERRUPT_IDS: ids},
+        span=span,
+    )
+
+
+# --- span-only calls -------------------------------------------------------------------------
+
+
+def start_span(spec: BoundarySpec) -> trace.Span:
+    attrs = spec.attributes
+    attrs[semconv.BOUNDARY_KIND] = spec.kind
+    attrs[semconv.BOUNDARY_NAME] = spec.name
+    return settings().tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=attrs)
+
+
+def end_span(spec: BoundarySpec, span: trace.Span, output: Any) -> None:
+    if span.is_recording():
+        if spec.describe is not None:
+            try:
+                span.set_attributes(dict(spec.describe(output)))
+            except Exception as exc:  # observability is best effort
+                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
+        span.set_status(Status(StatusCode.OK))
+    span.end()
+
+
+def fail_span(span: trace.Span, exc: BaseException) -> None:
+    if span.is_recording():
+        if is_control_flow(exc):
+            # An interrupt or a Command to the parent graph: LangGraph's control flow.
+            ids = [str(getattr(i, "id", "")) for i in (exc.args[0] if exc.args else ())]
+            paused_event(span, ids) if ids else span.add_event(semconv.EVENT_AGENT_PAUSED)
+        else:
+            span.record_exception(exc)
+            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    span.end()
+
+
+def is_control_flow(exc: BaseException) -> bool:
+    """LangGraph's interrupts and parent commands bubble up as exceptions; not failures."""
+    from langgraph.errors import GraphBubbleUp
+
+    return isinstance(exc, GraphBubbleUp)
+
+
+def current(span: trace.Span) -> Any:
+    return trace.use_span(
+        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    )
+
+
+def span_call(spec: BoundarySpec, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` as the boundary ``spec`` when it replays, else in a plain span
+    where LangGraph's control-flow exceptions (interrupts) are not errors."""
+    if spec.replay:
+        return call_boundary(spec, fn, *args, **kwargs)
+    span = start_span(spec)
+    with current(span):
+        try:
+            output = fn(*args, **kwargs)
+        except BaseException as exc:
+            fail_span(span, exc)
+            raise
+    end_span(spec, span, output)
+    return output
+
+
+async def aspan_call(spec: BoundarySpec, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The async form of :func:`span_call`."""
+    if spec.replay:
+        return await acall_boundary(spec, fn, *args, **kwargs)
+    span = start_span(spec)
+    with current(span):
+        try:
+            output = await fn(*args, **kwargs)
+        except BaseException as exc:
+            fail_span(span, exc)
+            raise
+    end_span(spec, span, output)
+    return output
