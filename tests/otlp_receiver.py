@@ -1,0 +1,76 @@
+"""A real OTLP/HTTP receiver on 127.0.0.1 for tests: decodes what exporters send.
+
+It speaks just enough of OTLP/HTTP (protobuf bodies POSTed to /v1/traces, /v1/logs,
+/v1/metrics) to let a test assert on what a real exporter in another process delivered.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+_DECODERS: dict[str, Any] = {
+    "/v1/traces": ExportTraceServiceRequest,
+    "/v1/logs": ExportLogsServiceRequest,
+    "/v1/metrics": ExportMetricsServiceRequest,
+}
+
+
+class OtlpReceiver:
+    """Collects decoded OTLP export requests by path."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, list[Any]] = {path: [] for path in _DECODERS}
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                decoder = _DECODERS.get(self.path)
+                if decoder is None:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                message = decoder()
+                message.ParseFromString(body)
+                with receiver._lock:
+                    receiver.requests[self.path].append(message)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def spans(self) -> Iterator[Any]:
+        """Every span received, in arrival order."""
+        with self._lock:
+            requests = list(self.requests["/v1/traces"])
+        for request in requests:
+            for resource_spans in request.resource_spans:
+                for scope_spans in resource_spans.scope_spans:
+                    yield from scope_spans.spans
