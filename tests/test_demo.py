@@ -1,0 +1,57 @@
+"""``spanpoint demo``: offline, two attempts, the replay marked, telemetry destinations named."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_demo(tmp_path: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPANPOINT_"))}
+    env.update(COLUMNS="200", **extra_env)
+    return subprocess.run(
+        [sys.executable, "-c", "from spanpoint.cli import main; main()", "demo", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_demo_crashes_once_then_replays(tmp_path: Path) -> None:
+    done = run_demo(tmp_path, "--run-id", "demo-test")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    first, second = out.split("attempt 1 — ", 1)[1].split("attempt 2 — ", 1)
+    assert first.startswith("run failed") and "ReportStoreDown" in first
+    assert first.count("invoke_agent triage  ✓ executed") == 2
+    assert second.startswith("run completed")
+    assert second.count("invoke_agent triage  ↺ replayed from the store") == 2
+    assert "step load_ticket  ↺ replayed" in second
+    assert "step write_report  ✓ executed" in second
+    assert "model calls          2" in out and "Slack posts          1" in out
+    assert "✗" not in out.split("side effects over both attempts", 1)[1]  # every check holds
+    # Embedded defaults: everything under .spanpoint/, traces to the local file.
+    assert "traces: file .spanpoint/traces.jsonl" in out
+    assert "run summaries (log records): file .spanpoint/logs.jsonl" in out
+    spanpoint_dir = tmp_path / ".spanpoint"
+    assert (spanpoint_dir / "checkpoints.db").exists()
+    traces = (spanpoint_dir / "traces.jsonl").read_text()
+    assert '"spanpoint.replayed":true' in traces
+    assert "spanpoint.run_summary" in (spanpoint_dir / "logs.jsonl").read_text()
+
+
+def test_demo_names_the_otlp_endpoint_when_set(tmp_path: Path) -> None:
+    # Nothing listens there: exports fail quietly and the demo still completes.
+    done = run_demo(
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_TIMEOUT="1",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "traces: OTLP http://127.0.0.1:9" in done.stdout
+    assert "run summaries (log records): OTLP http://127.0.0.1:9" in done.stdout
