@@ -236,20 +236,30 @@ def test_of_two_simultaneous_resumes_exactly_one_wins(tools: Tools) -> None:
         runner.resume(cfg("t", at_stop), correction="answer now")
 
 
+WORKER = HERE / "guard_resume_worker.py"
+
+
+def worker(db: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(db), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+    )
+
+
+def result_of(process: subprocess.Popen[str]) -> dict[str, Any]:
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def test_resume_in_another_process(tmp_path: Path) -> None:
     db = tmp_path / "threads.sqlite"
-    worker = HERE / "guard_resume_worker.py"
 
     def run(*args: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, str(worker), str(db), *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=HERE,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return result_of(worker(db, *args))
 
     stopped = run("start")
     assert stopped == {"terminated": True, "reason": "tool_repeat", "tool_runs": 3}
@@ -257,3 +267,15 @@ def test_resume_in_another_process(tmp_path: Path) -> None:
     assert resumed["last"] == "The answer is 42."
     assert resumed["tool_runs"] == 0 and resumed["steps"] == 5
     assert resumed["kinds"][-3:] == ["stop", "correction", "ai()"]
+
+
+def test_of_two_processes_resuming_one_stop_exactly_one_wins(tmp_path: Path) -> None:
+    db = tmp_path / "threads.sqlite"
+    assert result_of(worker(db, "start"))["terminated"] is True
+    stop = result_of(worker(db, "report"))["checkpoint_id"]
+    racers = [worker(db, "race", "2", stop) for _ in range(2)]
+    results = [result_of(p) for p in racers]
+    assert sorted(r["won"] for r in results) == [False, True], results
+    loser = next(r for r in results if not r["won"])
+    assert loser["error"] == "GuardConcurrentResumeError"
+    assert next(r for r in results if r["won"])["last"] == "The answer is 42."

@@ -8,7 +8,8 @@ checking that nothing changed since the stop. Every rejection raises a specific
 
 Within one process, two simultaneous continuations of a thread cannot both run: the second
 is rejected with :class:`~spanpoint.errors.GuardConcurrentResumeError` while the first
-holds the thread, and with the same error afterwards (its stop has been consumed).
+holds the thread, and with the same error afterwards (its stop has been consumed). Across
+processes, pass ``claim_store=`` (a shared spanpoint store) for the same guarantee.
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ from spanpoint.errors import (
     GuardThreadStoppedError,
     GuardUnknownThreadError,
 )
+from spanpoint.guard.claims import ResumeClaims, no_claim
 from spanpoint.guard.config import GuardConfig
 from spanpoint.guard.engine import STATE_KEY, GuardEngine, state_updates
 from spanpoint.guard.graph import guard_graph
 from spanpoint.guard.reflection import correction_message, guard_kind
 from spanpoint.guard.report import GuardReport
 from spanpoint.guard.telemetry import GuardTelemetry
+from spanpoint.stores.base import CheckpointStore
 
 
 def compile_guarded_graph(
@@ -52,6 +55,7 @@ def compile_guarded_graph(
     tools_node: str = "tools",
     messages_key: str = "messages",
     meter_provider: MeterProvider | None = None,
+    claim_store: CheckpointStore | None = None,
     **compile_kwargs: Any,
 ) -> GuardedGraph:
     """Guard ``graph`` (a builder or a compiled graph) and return its runner.
@@ -78,7 +82,11 @@ def compile_guarded_graph(
         )
         compiled = guarded.compile(checkpointer=checkpointer, **compile_kwargs)
     return GuardedGraph(
-        compiled, tools_node=tools_node, messages_key=messages_key, meter_provider=meter_provider
+        compiled,
+        tools_node=tools_node,
+        messages_key=messages_key,
+        meter_provider=meter_provider,
+        claim_store=claim_store,
     )
 
 
@@ -86,7 +94,9 @@ class GuardedGraph:
     """A guarded compiled graph with explicit, checked continuation of stopped threads.
 
     Works for graphs from :func:`compile_guarded_graph` and for ``create_agent`` agents
-    built with :class:`~spanpoint.GuardMiddleware` (``GuardedGraph(agent)``).
+    built with :class:`~spanpoint.GuardMiddleware` (``GuardedGraph(agent)``). With
+    ``claim_store`` (a spanpoint store shared by the processes, e.g. the same SQLite file
+    or PostgreSQL database), exactly one of several processes resuming a stop wins.
     """
 
     def __init__(
@@ -96,6 +106,7 @@ class GuardedGraph:
         tools_node: str = "tools",
         messages_key: str = "messages",
         meter_provider: MeterProvider | None = None,
+        claim_store: CheckpointStore | None = None,
     ) -> None:
         if STATE_KEY not in graph.channels:
             raise ConfigurationError(
@@ -118,6 +129,7 @@ class GuardedGraph:
         self._engine = GuardEngine(GuardConfig(), GuardTelemetry(meter_provider))
         self._busy: set[str] = set()
         self._busy_lock = threading.Lock()
+        self._claim = ResumeClaims(claim_store).hold if claim_store is not None else no_claim
 
     def __repr__(self) -> str:
         return f"GuardedGraph({self.graph.name!r}, tools_node={self.tools_node!r})"
@@ -178,7 +190,9 @@ class GuardedGraph:
             update = self._resume_update(
                 snapshot, config, correction, additional_reflections, author
             )
-            self.graph.update_state(snapshot.config, update, as_node=self.tools_node)
+            with self._claim(thread, _checkpoint_id(snapshot)) as commit:
+                self.graph.update_state(snapshot.config, update, as_node=self.tools_node)
+                commit()
             return self.graph.invoke(None, _latest(thread, config))
 
     async def aresume(
@@ -197,7 +211,9 @@ class GuardedGraph:
             update = self._resume_update(
                 snapshot, config, correction, additional_reflections, author
             )
-            await self.graph.aupdate_state(snapshot.config, update, as_node=self.tools_node)
+            with self._claim(thread, _checkpoint_id(snapshot)) as commit:
+                await self.graph.aupdate_state(snapshot.config, update, as_node=self.tools_node)
+                commit()
             return await self.graph.ainvoke(None, _latest(thread, config))
 
     def get_report(self, thread_id: str) -> GuardReport:
