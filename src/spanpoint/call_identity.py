@@ -1,0 +1,158 @@
+"""What identifies a model call or a tool call: content fingerprints on the hot path.
+
+A model call's fingerprint covers the model's identity and settings, the response format,
+the tool definitions, the system prompt and every message; a tool call's covers the tool
+name, its arguments and its call id. Like :func:`spanpoint.serde.fingerprint` they are
+content-only: message ids (assigned by LangChain at run time), usage and response metadata
+are left out, so a replayed run computes the same keys as the original.
+
+Every model call hashes the whole conversation, so this module encodes with one JSON pass
+instead of the generic recursive walk, memoizes each message's digest (the conversation grows
+by appending the same objects) and memoizes tool definitions.
+Values JSON cannot encode fall back to :func:`spanpoint.serde.canonical`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.tools import BaseTool
+
+from spanpoint import serde
+
+
+def _default(value: Any) -> Any:
+    return serde.canonical(value)
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
+)
+
+
+def _json(value: Any) -> bytes:
+    try:
+        text = _ENCODER.encode(value)
+    except TypeError:  # mixed key types cannot be sorted: use the generic canonical form
+        text = json.dumps(serde.canonical(value), sort_keys=True, separators=(",", ":"))
+    return text.encode()
+
+
+def digest(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value`` (for small, JSON-like inputs)."""
+    return hashlib.sha256(_json(value)).hexdigest()
+
+
+def message_content(message: BaseMessage) -> list[Any]:
+    """The content of a message (type, text, name, tool calls, tool-call id), JSON-ready."""
+    fields = message.__dict__  # direct reads: pydantic's __getattr__ is slow for absent fields
+    tool_calls = fields.get("tool_calls") or ()
+    return [
+        message.type,
+        message.content,
+        fields.get("name"),
+        fields.get("tool_call_id"),
+        fields.get("status"),
+        # Tool-call ids come from the model and differ on every real call: a call is
+        # identified by its name and arguments (a ToolMessage keeps its tool_call_id).
+        [[call.get("name"), call.get("args")] for call in tool_calls],
+    ]
+
+
+# id(message) -> (message, content, tool_calls, digest). The conversation grows by appending
+# and LangGraph hands the same message objects to every later model call, so each message is
+# encoded once per run instead of once per call. An entry is used only while the message
+# still holds the same content and tool-call objects (HumanInTheLoop, for one, replaces an
+# AIMessage's tool_calls); holding the message keeps its id from being reused.
+_MESSAGE_DIGESTS: dict[int, tuple[BaseMessage, Any, Any, bytes]] = {}
+_MAX_CACHED_MESSAGES = 8192
+
+
+def message_digest(message: BaseMessage) -> bytes:
+    """sha256 of :func:`message_content`, memoized per message object."""
+    fields = message.__dict__
+    content, tool_calls = fields.get("content"), fields.get("tool_calls")
+    entry = _MESSAGE_DIGESTS.get(id(message))
+    if entry is not None and entry[0] is message and entry[1] is content and entry[2] is tool_calls:
+        return entry[3]
+    found = hashlib.sha256(_json(message_content(message))).digest()
+    if len(_MESSAGE_DIGESTS) >= _MAX_CACHED_MESSAGES:
+        _MESSAGE_DIGESTS.clear()
+    _MESSAGE_DIGESTS[id(message)] = (message, content, tool_calls, found)
+    return found
+
+
+def model_call_fingerprint(
+    model: Any,
+    ls_params: Mapping[str, Any],
+    *,
+    settings: Mapping[str, Any],
+    tool_choice: Any,
+    response_format: Any,
+    tools: Sequence[BaseTool | dict[str, Any]],
+    system_message: BaseMessage | None,
+    messages: Sequence[BaseMessage],
+) -> str:
+    """The fingerprint of one model call (see the module docstring for what it covers)."""
+    try:
+        identifying: Any = dict(model._identifying_params)
+    except Exception:  # a model without identifying params is identified by type and params
+        identifying = None
+    h = hashlib.sha256(
+        _json(
+            [
+                f"{type(model).__module__}.{type(model).__qualname__}",
+                identifying,
+                dict(ls_params),
+                settings,
+                tool_choice,
+                _format_identity(response_format),
+                [tool_digest(t) for t in tools],
+                message_content(system_message) if system_message is not None else None,
+            ]
+        )
+    )
+    for message in messages:
+        h.update(message_digest(message))
+    return h.hexdigest()
+
+
+def tool_call_fingerprint(name: str, args: Any, call_id: str | None) -> str:
+    """The fingerprint of one tool call: name, arguments and call id."""
+    return digest([name, args, call_id])
+
+
+_TOOL_DIGESTS: dict[tuple[int, str, str, int], str] = {}
+
+
+def tool_digest(tool: BaseTool | dict[str, Any]) -> str:
+    """The digest of the definition the model sees (name, description, parameter schema)."""
+    if not isinstance(tool, BaseTool):
+        return digest(tool)
+    # Building a JSON schema costs more than the rest of the identity: memoize it per tool
+    # object and per (name, description, schema), so a tool edited in place is not stale.
+    key = (id(tool), tool.name, tool.description, id(tool.args_schema))
+    found = _TOOL_DIGESTS.get(key)
+    if found is None:
+        if len(_TOOL_DIGESTS) > 4096:
+            _TOOL_DIGESTS.clear()
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        found = _TOOL_DIGESTS[key] = digest(convert_to_openai_tool(tool))
+    return found
+
+
+def _format_identity(response_format: Any) -> Any:
+    if response_format is None:
+        return None
+    schema = getattr(response_format, "schema", response_format)
+    json_schema = getattr(schema, "model_json_schema", None)
+    if callable(json_schema):
+        schema = json_schema()
+    elif isinstance(schema, type):
+        schema = f"{schema.__module__}.{schema.__qualname__}"
+    return {"strategy": type(response_format).__qualname__, "schema": schema}

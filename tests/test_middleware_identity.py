@@ -1,0 +1,90 @@
+"""Call identity: what changes a model or tool call's fingerprint, and what must not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
+from fakes import ConversationModel
+from spanpoint.call_identity import model_call_fingerprint, tool_call_fingerprint
+from spanpoint.middleware import model_info
+
+
+@tool
+def lookup(n: int) -> str:
+    """Look up an item."""
+    return str(n)
+
+
+def conversation() -> list[Any]:
+    return [
+        HumanMessage("find 1", id="h-1"),
+        AIMessage("", id="a-1", tool_calls=[{"name": "lookup", "args": {"n": 1}, "id": "c-1"}]),
+        ToolMessage("one", tool_call_id="c-1", id="t-1"),
+    ]
+
+
+def fingerprint(messages: list[Any] | None = None, **change: Any) -> str:
+    model = change.pop("model", ConversationModel())
+    arguments: dict[str, Any] = {
+        "settings": {},
+        "tool_choice": None,
+        "response_format": None,
+        "tools": [lookup],
+        "system_message": SystemMessage("be brief"),
+        "messages": conversation() if messages is None else messages,
+    }
+    arguments.update(change)
+    return model_call_fingerprint(model, model_info(model)[2], **arguments)
+
+
+def test_run_time_ids_do_not_change_a_model_call_fingerprint() -> None:
+    renamed = conversation()
+    renamed[0].id, renamed[1].id, renamed[2].id = "x", "y", "z"
+    renamed[1].tool_calls[0]["id"] = "other-call-id"  # the model's ids change on every call
+    renamed[2].tool_call_id = "c-1"
+    assert fingerprint(renamed) == fingerprint()
+
+
+def test_every_part_of_the_request_changes_a_model_call_fingerprint() -> None:
+    base = fingerprint()
+    edited = conversation()
+    edited[2] = ToolMessage("two", tool_call_id="c-1")
+    changes = [
+        {"messages": edited},
+        {"messages": conversation()[:2]},
+        {"system_message": SystemMessage("be verbose")},
+        {"system_message": None},
+        {"settings": {"temperature": 0.2}},
+        {"tool_choice": "lookup"},
+        {"tools": []},
+        {"model": ConversationModel(model_name="other-model")},
+        {"response_format": {"type": "json_schema", "schema": {"title": "Answer"}}},
+    ]
+    fingerprints = [fingerprint(**change) for change in changes]
+    assert base not in fingerprints
+    assert len(set(fingerprints)) == len(changes)
+
+
+def test_a_message_changed_in_place_is_hashed_again() -> None:
+    messages = conversation()
+    before = fingerprint(messages)
+    # HumanInTheLoopMiddleware edits an AIMessage's tool calls by assigning a new list.
+    messages[1].tool_calls = [{"name": "lookup", "args": {"n": 2}, "id": "c-1"}]
+    assert fingerprint(messages) != before
+    messages[0].content = "find 2"
+    assert fingerprint(messages) != before
+
+
+def test_tool_call_fingerprint_covers_name_arguments_and_call_id() -> None:
+    base = tool_call_fingerprint("lookup", {"n": 1, "q": "a"}, "c-1")
+    assert tool_call_fingerprint("lookup", {"q": "a", "n": 1}, "c-1") == base  # key order
+    others = {
+        tool_call_fingerprint("search", {"n": 1, "q": "a"}, "c-1"),
+        tool_call_fingerprint("lookup", {"n": 2, "q": "a"}, "c-1"),
+        tool_call_fingerprint("lookup", {"n": 1, "q": "a"}, "c-2"),
+        tool_call_fingerprint("lookup", {1: "mixed", "n": 1}, "c-1"),  # unsortable keys
+    }
+    assert base not in others and len(others) == 4
