@@ -54,6 +54,9 @@ SPANPOINT_DEPS = (
     "opentelemetry-instrumentation",
     "wrapt",
 )
+# LangChain is not in LangGraph's lock; pip picks the newest release compatible with the locked
+# langchain-core, so the plugin's model, tool and create_agent patches are live too.
+EXTRA_DEPS = ("langchain",)
 PLUGIN = "spanpoint.pytest_plugin"
 
 
@@ -168,7 +171,7 @@ def build_venv(src: Path, env_dir: Path) -> Path:
     core = f"langchain-core=={pinned['langchain-core']}"
     run(
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(), str(src)]
+         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(), *EXTRA_DEPS, str(src)]
     )  # fmt: skip
     freeze = run([str(python), "-m", "pip", "freeze"]).stdout
     (env_dir / "freeze.txt").write_text(freeze)
@@ -254,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     version = args.version or metadata.version(PACKAGE)
     py = f"py{sys.version_info.major}{sys.version_info.minor}"
-    key = hashlib.sha256("\n".join(spanpoint_dep_pins()).encode()).hexdigest()[:10]
+    pins = [*spanpoint_dep_pins(), *EXTRA_DEPS]
+    key = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:10]
     cache = cache_root()
     cache.mkdir(parents=True, exist_ok=True)
     src = fetch_sdist(version, cache)
@@ -276,9 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         baseline.write_text(
             json.dumps({"passed": sorted(plain_pass), "failed": sorted(plain_fail)})
         )
-        log(
-            f"plain: {len(plain_pass)} passed, {len(plain_fail)} failed in {timings['plain_s']:.0f}s"
-        )
+        took = timings["plain_s"]
+        log(f"plain: {len(plain_pass)} passed, {len(plain_fail)} failed in {took:.0f}s")
     log("instrumented run (-p spanpoint.pytest_plugin)")
     inst_pass, inst_fail, timings["instrumented_s"] = run_suite(
         python, src, env_dir / "instrumented.xml", ["-p", PLUGIN, *extra], args.tests
