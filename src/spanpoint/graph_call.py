@@ -199,7 +199,7 @@ class GraphCall:
         try:
             with _current(span):
                 result = self._execute(req, kwargs)
-        except Exception as exc:
+        except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
             self._summarize(req, started, None, exc, _journal_counters(mark))
             raise
@@ -214,7 +214,7 @@ class GraphCall:
         try:
             with _current(span):
                 result = await self._aexecute(req, kwargs)
-        except Exception as exc:
+        except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
             self._summarize(req, started, None, exc, _journal_counters(mark))
             raise

@@ -51,7 +51,7 @@ def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> It
         _close_quietly(chunks)
         _end_stream(call, span, recorder, req, started, None, closed_early=True)
         raise
-    except Exception as exc:
+    except BaseException as exc:  # cancelled or interrupted too: end the span
         _end_failed(span, exc)
         call._summarize(req, started, None, exc, {"chunks": recorder.count})
         raise
@@ -86,7 +86,7 @@ async def astream_graph(
     except GeneratorExit:
         _end_stream(call, span, recorder, req, started, None, closed_early=True)
         raise
-    except Exception as exc:
+    except BaseException as exc:  # cancelled or interrupted too: end the span
         _end_failed(span, exc)
         call._summarize(req, started, None, exc, {"chunks": recorder.count})
         raise

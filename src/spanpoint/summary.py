@@ -47,6 +47,7 @@ from spanpoint import semconv
 from spanpoint.config import __version__, otlp_endpoint, settings
 from spanpoint.errors import SpanpointError
 from spanpoint.graph_results import RunResult
+from spanpoint.run import current_run
 
 logger = logging.getLogger("spanpoint")
 
@@ -64,8 +65,6 @@ def build_summary(
     warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The JSON-safe summary of one graph call (no state values, no message text)."""
-    from spanpoint.run import current_run
-
     scope = current_run()
     summary: dict[str, Any] = {
         "name": name,
