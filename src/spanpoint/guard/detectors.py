@@ -111,10 +111,14 @@ def detect_cycle(recent: Sequence[str], cfg: GuardConfig) -> Detection | None:
     if cfg.cycle_max_period is None:
         return None
     repeats = cfg.cycle_repeats
+    last = recent[-1] if recent else None
     for period in range(2, cfg.cycle_max_period + 1):
         span = period * repeats
         if len(recent) < span:
             break
+        # Cheap necessary condition first: the newest call recurs one period earlier.
+        if recent[-1 - period] != last:
+            continue
         block = recent[-period:]
         if len(set(block)) < 2:
             continue

@@ -46,11 +46,17 @@ class Decision(NamedTuple):
 
     def updates(self) -> dict[str, Any]:
         """The graph-state keys to write for this decision (messages excluded)."""
-        return state_updates(self.state)
+        return state_updates(self.state, flags=self.stop)
 
 
-def state_updates(state: dict[str, Any]) -> dict[str, Any]:
-    """Guard state plus the two plain keys that say whether and why the run was stopped."""
+def state_updates(state: dict[str, Any], *, flags: bool = True) -> dict[str, Any]:
+    """Guard state, plus (with ``flags``) the keys that say whether and why it stopped.
+
+    The flags only change when a run starts, stops or resumes; leaving them out of the
+    other steps' updates spares the checkpointer two channel versions per step.
+    """
+    if not flags:
+        return {STATE_KEY: state}
     stop = state.get("termination")
     return {
         STATE_KEY: state,
