@@ -44,6 +44,7 @@ from spanpoint import call_identity, semconv
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 from spanpoint.config import settings
+from spanpoint.errors import ConfigurationError
 from spanpoint.policy import CallCheckpointPolicy, CallMode
 from spanpoint.run import current_frame, current_run
 
@@ -72,12 +73,14 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     ) -> None:
         super().__init__()
         if policy is not None and not isinstance(policy, CallCheckpointPolicy):
-            raise TypeError(
+            raise ConfigurationError(
                 f"policy must be a CallCheckpointPolicy, not {type(policy).__name__}; build "
                 "one with spanpoint.CallCheckpointPolicy(...)"
             )
         if capture is not None and not isinstance(capture, CapturePolicy):
-            raise TypeError(f"capture must be a CapturePolicy, not {type(capture).__name__}")
+            raise ConfigurationError(
+                f"capture must be a spanpoint.capture.CapturePolicy, not {type(capture).__name__}"
+            )
         self.policy = policy or CallCheckpointPolicy()
         self._capture = capture
         self.tools: Sequence[BaseTool] = ()
