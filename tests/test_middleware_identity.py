@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
 from fakes import ConversationModel
+from spanpoint import call_identity
 from spanpoint.call_identity import model_call_fingerprint, tool_call_fingerprint
 from spanpoint.middleware import model_info
 
@@ -88,3 +91,18 @@ def test_tool_call_fingerprint_covers_name_arguments_and_call_id() -> None:
         tool_call_fingerprint("lookup", {1: "mixed", "n": 1}, "c-1"),  # unsortable keys
     }
     assert base not in others and len(others) == 4
+
+
+def test_the_digest_cache_does_not_keep_messages_alive() -> None:
+    messages = conversation()
+    fingerprint(messages)
+    refs = [weakref.ref(m) for m in messages]
+    assert all(id(m) in call_identity._MESSAGE_DIGESTS for m in messages)
+    keys = [id(m) for m in messages]
+    del messages
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+    assert not any(
+        key in call_identity._MESSAGE_DIGESTS and call_identity._MESSAGE_DIGESTS[key][0]() is None
+        for key in keys
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,27 +64,39 @@ def message_content(message: BaseMessage) -> list[Any]:
     ]
 
 
-# id(message) -> (message, content, tool_calls, digest). The conversation grows by appending
-# and LangGraph hands the same message objects to every later model call, so each message is
-# encoded once per run instead of once per call. An entry is used only while the message
-# still holds the same content and tool-call objects (HumanInTheLoop, for one, replaces an
-# AIMessage's tool_calls); holding the message keeps its id from being reused.
-_MESSAGE_DIGESTS: dict[int, tuple[BaseMessage, Any, Any, bytes]] = {}
-_MAX_CACHED_MESSAGES = 8192
+# id(message) -> (weak ref to the message, content, tool_calls, digest). The conversation
+# grows by appending and LangGraph hands the same message objects to every later model call,
+# so each message is encoded once per run instead of once per call. An entry is used only
+# while it points at the very message and that message still holds the same content and
+# tool-call objects (HumanInTheLoop, for one, replaces an AIMessage's tool_calls). Entries
+# leave with their message, so the cache never keeps a conversation alive.
+_MESSAGE_DIGESTS: dict[int, tuple[weakref.ref[BaseMessage], Any, Any, bytes]] = {}
+_MAX_CACHED_MESSAGES = 65536
 
 
 def message_digest(message: BaseMessage) -> bytes:
     """sha256 of :func:`message_content`, memoized per message object."""
     fields = message.__dict__
     content, tool_calls = fields.get("content"), fields.get("tool_calls")
-    entry = _MESSAGE_DIGESTS.get(id(message))
-    if entry is not None and entry[0] is message and entry[1] is content and entry[2] is tool_calls:
+    key = id(message)
+    entry = _MESSAGE_DIGESTS.get(key)
+    if entry and entry[0]() is message and entry[1] is content and entry[2] is tool_calls:
         return entry[3]
     found = hashlib.sha256(_json(message_content(message))).digest()
     if len(_MESSAGE_DIGESTS) >= _MAX_CACHED_MESSAGES:
         _MESSAGE_DIGESTS.clear()
-    _MESSAGE_DIGESTS[id(message)] = (message, content, tool_calls, found)
+    try:
+        ref = weakref.ref(message, lambda _ref: _forget(key, _ref))
+    except TypeError:  # not weak-referenceable: do not cache
+        return found
+    _MESSAGE_DIGESTS[key] = (ref, content, tool_calls, found)
     return found
+
+
+def _forget(key: int, ref: weakref.ref[BaseMessage]) -> None:
+    entry = _MESSAGE_DIGESTS.get(key)
+    if entry is not None and entry[0] is ref:  # not a newer message that got the same id
+        _MESSAGE_DIGESTS.pop(key, None)
 
 
 def model_call_fingerprint(
