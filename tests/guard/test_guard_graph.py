@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from guard_fakes import ScriptedModel, stuck_on_search
@@ -11,7 +12,7 @@ from guard_support import Otel, Tools, assert_history_valid, kinds, make_graph_b
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 from pydantic import BaseModel
 
@@ -132,3 +133,24 @@ def test_bad_graphs_are_refused_with_the_fix(tools: Tools) -> None:
         guard_graph(other)
     with pytest.raises(ConfigurationError, match="needs a StateGraph"):
         guard_graph(object())  # type: ignore[arg-type]
+
+
+def test_reducer_channels_are_not_doubled(tools: Tools) -> None:
+    class CountingState(MessagesState):
+        visits: Annotated[int, operator.add]
+
+    search = tools.make("search")
+    model = ScriptedModel(script=stuck_on_search).bind_tools([search])
+
+    def agent(state: CountingState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])], "visits": 1}
+
+    builder = StateGraph(CountingState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([search]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    out = guard_graph(builder, GuardConfig()).compile().invoke({"messages": [("user", "q")]})
+    assert out["visits"] == 4  # one per agent step, never re-added by the guard
+    assert kinds(out["messages"]) == EXPECTED_TRIP

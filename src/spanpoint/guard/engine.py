@@ -134,7 +134,7 @@ class GuardEngine:
             s["pending_reflection"] = None
             s["episode"] = {**s["episode"], "delivered": True}
             messages.append(reflection_message(pending["text"], pending["pattern"], s["steps"]))
-        self.telemetry.check(s)
+        # The span attributes are set once per step, after the model call.
         return Decision(s, messages)
 
     def after_model(
