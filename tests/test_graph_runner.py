@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, TypedDict
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain.agents import create_agent
@@ -238,3 +239,53 @@ def test_any_object_with_invoke_works(configured) -> None:
     with spanpoint.run("E-1"):
         assert runner.invoke("x", thread_id="t").output == {"echo": "x", "thread": "t"}
     assert asyncio.run(runner.ainvoke("y", thread_id="t")).output["echo"] == "y"
+
+
+def test_counting_nodes_returns_exactly_what_langgraph_invoke_returns(configured) -> None:
+    """The summary's node counters come from LangGraph's own stream; outputs must not drift."""
+    from collections import Counter
+
+    from langgraph.types import interrupt
+
+    from spanpoint.graph_invoke import counts_nodes, invoke_counting
+
+    class Pair(TypedDict):
+        log: Annotated[list[str], operator.add]
+
+    def ask(name: str) -> Any:
+        return lambda state: {"log": [f"{name}={interrupt(name)}"]}
+
+    fan = StateGraph(Pair)
+    for name in ("x", "y"):
+        fan.add_node(name, ask(name))
+        fan.add_edge(START, name)
+    sub = StateGraph(Pair)
+    sub.add_node("inner", ask("inner"))
+    sub.add_edge(START, "inner")
+    parent = StateGraph(Pair)
+    parent.add_node("child", sub.compile())
+    parent.add_edge(START, "child")
+    agent = create_agent(ConversationModel(final="done"), [])
+    cases = [
+        (counting_graph([], InMemorySaver()), {"n": 1}, 1),
+        (fan.compile(checkpointer=InMemorySaver()), {"log": []}, 0),
+        (parent.compile(checkpointer=InMemorySaver()), {"log": []}, 0),
+        (agent, {"messages": [HumanMessage("hi")]}, 1),
+    ]
+
+    def same_shape(output: dict[str, Any]) -> dict[str, Any]:
+        # Interrupt ids, message ids and checkpoint ids differ between two real runs.
+        shaped = dict(output)
+        shaped["__interrupt__"] = [i.value for i in output.get("__interrupt__", ())]
+        shaped["messages"] = [(m.type, m.content) for m in output.get("messages", ())]
+        return shaped
+
+    for graph, graph_input, expected_nodes in cases:
+        nodes: Counter[str] = Counter()
+        assert counts_nodes(graph, {})
+        ours = invoke_counting(graph, graph_input, {"configurable": {"thread_id": "a"}}, {}, nodes)
+        theirs = graph.invoke(graph_input, {"configurable": {"thread_id": "b"}})
+        assert same_shape(ours) == same_shape(theirs)
+        assert set(ours) == set(theirs)
+        assert sum(nodes.values()) == expected_nodes
+    assert not counts_nodes(agent, {"stream_mode": "updates"})

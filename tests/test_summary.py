@@ -87,6 +87,8 @@ def test_each_graph_call_sends_one_summary_record_with_the_documented_fields(
     ]
     assert interrupted["next_nodes"] == ["ask"]
     assert interrupted["counters"]["interrupts"] == 1
+    assert interrupted["counters"]["nodes"] == 0  # the node stopped at its interrupt
+    assert completed["counters"]["nodes"] == 1 and completed["counters"]["node.ask"] == 1
     assert completed["checkpoint_id"] == second.latest_checkpoint_id
     assert completed["duration_s"] > 0 and completed["replayed"] is False
     record = records[0].log_record
@@ -104,6 +106,8 @@ def test_metrics_count_calls_by_status_replays_interrupts_and_durations(
         with spanpoint.run("S-2"):
             first = runner.invoke({"answer": ""}, thread_id="th")
     assert first.replayed
+    replayed = signals.summaries()[-1].log_record.body
+    assert replayed["replayed"] is True and replayed["counters"]["nodes"] == 0
     calls = signals.points(semconv.METRIC_GRAPH_CALLS)
     assert sum(p.value for p in calls) == 2
     assert {p.attributes[semconv.STATUS] for p in calls} == {"interrupted"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.events import add_bounded_event
 from spanpoint.graph_info import GraphInfo
+from spanpoint.graph_invoke import ainvoke_counting, counts_nodes, invoke_counting
 from spanpoint.graph_results import (
     RunResult,
     build_result,
@@ -52,12 +54,13 @@ class GraphCall:
         started = time.perf_counter()
         if self.runner.strategy == "calls":
             return self._traced_only(req, kwargs, started)
+        nodes: Counter[str] = Counter()
         try:
-            result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs)
+            result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, nodes)
         except Exception as exc:
-            self._summarize(req, started, None, exc)
+            self._summarize(req, started, None, exc, _node_counters(nodes))
             raise
-        self._summarize(req, started, result)
+        self._summarize(req, started, result, None, _node_counters(nodes))
         return result
 
     async def ainvoke(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
@@ -65,12 +68,14 @@ class GraphCall:
         started = time.perf_counter()
         if self.runner.strategy == "calls":
             return await self._atraced_only(req, kwargs, started)
+        nodes: Counter[str] = Counter()
         try:
-            result = await acall_boundary(self._spec(req, kwargs), self._aexecute, req, kwargs)
+            spec = self._spec(req, kwargs)
+            result = await acall_boundary(spec, self._aexecute, req, kwargs, nodes)
         except Exception as exc:
-            self._summarize(req, started, None, exc)
+            self._summarize(req, started, None, exc, _node_counters(nodes))
             raise
-        self._summarize(req, started, result)
+        self._summarize(req, started, result, None, _node_counters(nodes))
         return result
 
     def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
@@ -114,21 +119,31 @@ class GraphCall:
             return kwargs
         return {**kwargs, "context": req.context}
 
-    def _execute(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
+    def _execute(
+        self, req: RunRequest, kwargs: dict[str, Any], nodes: Counter[str] | None = None
+    ) -> RunResult:
         span = trace.get_current_span()
         self._on_start(span, req)
-        output = self.graph.invoke(req.input, req.graph_config(), **self._kwargs(req, kwargs))
+        config, kw = req.graph_config(), self._kwargs(req, kwargs)
+        if nodes is not None and counts_nodes(self.graph, kw):
+            output = invoke_counting(self.graph, req.input, config, kw, nodes)
+        else:
+            output = self.graph.invoke(req.input, config, **kw)
         snapshot = None
         if self.info.has_state:
             subgraphs = bool(output_interrupts(output))
             snapshot = self.graph.get_state(req.state_config(), subgraphs=subgraphs)
         return self._finish(span, req, output, snapshot)
 
-    async def _aexecute(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
+    async def _aexecute(
+        self, req: RunRequest, kwargs: dict[str, Any], nodes: Counter[str] | None = None
+    ) -> RunResult:
         span = trace.get_current_span()
         self._on_start(span, req)
         config, kw = req.graph_config(), self._kwargs(req, kwargs)
-        if callable(getattr(self.graph, "ainvoke", None)):
+        if nodes is not None and counts_nodes(self.graph, kw):
+            output = await ainvoke_counting(self.graph, req.input, config, kw, nodes)
+        elif callable(getattr(self.graph, "ainvoke", None)):
             output = await self.graph.ainvoke(req.input, config, **kw)
         else:
             output = await asyncio.to_thread(self.graph.invoke, req.input, config, **kw)
@@ -339,6 +354,11 @@ def _journal_counters(mark: int) -> dict[str, int]:
         "boundaries_replayed": sum(1 for e in entries if e.status == "replayed"),
         "boundaries_failed": sum(1 for e in entries if e.status == "error"),
     }
+
+
+def _node_counters(nodes: Counter[str]) -> dict[str, int]:
+    """Node executions of this call (none for a replayed call)."""
+    return {"nodes": sum(nodes.values()), **{f"node.{k}": v for k, v in nodes.items()}}
 
 
 def _output_counters(result: RunResult | None) -> dict[str, int]:

@@ -1,0 +1,74 @@
+"""``graph.invoke`` as LangGraph runs it, counting the nodes that ran (for run summaries).
+
+``Pregel.invoke`` is a loop over ``Pregel.stream(stream_mode=["updates", "values"])`` that
+keeps the latest values and collects interrupts from the updates. Running that loop here
+yields the same output and, from the updates, which nodes ran — with no LangChain callback
+handler on the hot path. Any other object, or an ``invoke`` asked for another output shape,
+goes through its own ``invoke``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+#: invoke() arguments that change what it returns: with these the graph's own invoke runs.
+_SHAPE_ARGS = frozenset({"stream_mode", "version", "subgraphs"})
+
+
+def counts_nodes(graph: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether :func:`invoke_counting` can stand in for ``graph.invoke`` with these kwargs."""
+    from langgraph.pregel import Pregel
+
+    return isinstance(graph, Pregel) and not (_SHAPE_ARGS & kwargs.keys())
+
+
+def invoke_counting(
+    graph: Any, graph_input: Any, config: Any, kwargs: dict[str, Any], nodes: Counter[str]
+) -> Any:
+    """``graph.invoke`` as LangGraph itself runs it — a stream of updates and values — with
+    the nodes that ran counted from the updates (no callback handler needed)."""
+    output = _Collected(nodes)
+    kw = {"output_keys": graph.output_channels, **kwargs}
+    for chunk in graph.stream(graph_input, config, stream_mode=["updates", "values"], **kw):
+        output.add(chunk)
+    return output.result()
+
+
+async def ainvoke_counting(
+    graph: Any, graph_input: Any, config: Any, kwargs: dict[str, Any], nodes: Counter[str]
+) -> Any:
+    """The async form of :func:`invoke_counting`."""
+    output = _Collected(nodes)
+    kw = {"output_keys": graph.output_channels, **kwargs}
+    async for chunk in graph.astream(graph_input, config, stream_mode=["updates", "values"], **kw):
+        output.add(chunk)
+    return output.result()
+
+
+class _Collected:
+    """What ``Pregel.invoke`` keeps from its stream: the latest values and the interrupts."""
+
+    __slots__ = ("interrupts", "latest", "nodes")
+
+    def __init__(self, nodes: Counter[str]) -> None:
+        self.nodes = nodes
+        self.latest: Any = None
+        self.interrupts: list[Any] = []
+
+    def add(self, chunk: Any) -> None:
+        mode, payload = chunk[-2], chunk[-1]
+        if mode == "values":
+            self.latest = payload
+        elif mode == "updates" and isinstance(payload, dict):
+            found = payload.get("__interrupt__")
+            if found is not None:
+                self.interrupts.extend(found)
+            self.nodes.update(k for k in payload if not k.startswith("__"))
+
+    def result(self) -> Any:
+        if not self.interrupts:
+            return self.latest
+        if isinstance(self.latest, dict):
+            return {**self.latest, "__interrupt__": self.interrupts}
+        return {"__interrupt__": self.interrupts}
