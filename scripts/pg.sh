@@ -81,18 +81,20 @@ server_start() {
     || { cat "$dir/server.log" >&2; return 1; }
 }
 
+# fast: a clean stop that keeps every acknowledged commit (with PG_FSYNC=off an immediate
+# stop may lose the last ones); immediate: for a server whose files are deleted next.
 server_stop() {
-  local bin dir=$1
+  local bin dir=$1 mode=${2:-fast}
   bin=$(pg_bindir)
   [ -f "$dir/data/postmaster.pid" ] || return 0
-  as_server_user "$bin/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null
+  as_server_user "$bin/pg_ctl" -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null
 }
 
 case "${1:-}" in
   start) start ;;
   stop)
     dir=${2:?usage: pg.sh stop DIR}
-    server_stop "$dir" || true
+    server_stop "$dir" immediate || true
     case "$dir" in */spanpoint-pg.*) rm -rf "$dir" ;; esac
     ;;
   pause) server_stop "${2:?usage: pg.sh pause DIR}" ;;

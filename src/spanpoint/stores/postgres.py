@@ -71,6 +71,7 @@ class PostgresStore:
             timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 10)
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"{self.description} is not a valid DSN: {exc}") from exc
+        self._prepare(dsn, timeout)
         self._pool = ConnectionPool(
             dsn,
             min_size=min_connections,
@@ -80,26 +81,34 @@ class PostgresStore:
             open=False,
             name="spanpoint",
         )
-        try:
-            self._pool.open(wait=True, timeout=timeout)
-            self._migrate()
-        except (psycopg.Error, StoreError) as exc:
-            self._pool.close()
-            if isinstance(exc, StoreError):
-                raise
-            raise StoreUnavailableError(
-                f"cannot reach the checkpoint store {self.description}: {exc}. Check that the "
-                "server is running and the URL (host, port, database, user) is right, or point "
-                "SPANPOINT_STORE at another store"
-            ) from exc
+        self._pool.open(wait=False)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.description!r})"
 
     # --- connections and schema ----------------------------------------------------------
 
-    def _migrate(self) -> None:
-        with self._pool.connection() as conn, conn.transaction():
+    def _prepare(self, dsn: str, timeout: float) -> None:
+        """Connect once, directly, and migrate: a wrong URL or a missing grant fails here at
+        once with the server's own reason, not after a pool's retries."""
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=round(timeout)) as conn:
+                self._migrate(conn)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(
+                f"cannot reach the checkpoint store {self.description}: {exc}. Check that the "
+                "server is running and the URL (host, port, database, user) is right, or point "
+                "SPANPOINT_STORE at another store"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(
+                f"cannot prepare the schema of the checkpoint store {self.description}: {exc}. "
+                "The user needs CREATE on the schema for the first start (see "
+                "docs/deployment.md), or pick a schema with ?options=-csearch_path%3D..."
+            ) from exc
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('spanpoint.migrate'))")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS spanpoint_migrations "
