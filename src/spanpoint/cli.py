@@ -3,7 +3,8 @@
 ``spanpoint demo`` runs the offline ticket demo; ``spanpoint runs`` lists runs (``--waiting``:
 those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` provides);
 ``spanpoint show RUN_ID`` prints a run's boundaries as a tree per attempt (executed, replayed
-or failed, with durations); ``spanpoint doctor`` says where checkpoints and traces go.
+or failed, with durations); ``spanpoint gc --older-than 30d`` deletes old runs (retention);
+``spanpoint doctor`` says where checkpoints and traces go.
 Nothing imports this module.
 """
 
@@ -213,6 +214,56 @@ def doctor(store: StoreOption = None) -> None:
     endpoint = otlp_endpoint()
     trace_file = os.environ.get("SPANPOINT_TRACE_FILE", DEFAULT_TRACE_FILE)
     console.print(f"traces: {'OTLP ' + endpoint if endpoint else 'file ' + trace_file}")
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _parse_age(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or plain seconds, as seconds."""
+    value = text.strip().lower()
+    unit = _DURATION_UNITS.get(value[-1:], 0)
+    number = value[:-1] if unit else value
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise typer.BadParameter(
+            f"{text!r} is not an age; use a positive number with a unit: 30d, 12h, 90m, 45s, 2w"
+        )
+    return seconds
+
+
+@app.command()
+def gc(
+    older_than: Annotated[
+        str,
+        typer.Option("--older-than", help="Delete runs not updated for this long: 30d, 12h, 2w."),
+    ],
+    store: StoreOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count the runs that would be deleted.")
+    ] = False,
+) -> None:
+    """Delete old runs with their checkpoints, journal and waits (retention)."""
+    import time
+
+    seconds = _parse_age(older_than)
+    st = _open(store)
+    try:
+        if dry_run:
+            cutoff = time.time() - seconds
+            old = [r for r in st.list_runs(limit=10_000_000) if r.updated_at < cutoff]
+            console.print(f"{len(old)} runs older than {older_than} in {st.description}")
+            return
+        deleted = st.delete_runs_older_than(seconds)
+    except SpanpointError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    finally:
+        st.close()
+    console.print(f"deleted {deleted} runs older than {older_than} from {st.description}")
 
 
 def main() -> None:
