@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ from langchain_core.tools import tool
 from opentelemetry.trace import SpanKind
 
 import spanpoint
-from conftest import Telemetry, make_telemetry
 from fakes import ConversationModel
 from spanpoint import semconv
 from spanpoint.middleware import decode_model_response, encode_model_response
@@ -57,16 +55,11 @@ def replayed(telemetry: Any, prefix: str = "chat") -> list[bool]:
     return [bool(s.attributes.get(semconv.REPLAYED)) for s in telemetry.spans(prefix)]
 
 
-@pytest.fixture
-def any_configured(any_store: spanpoint.CheckpointStore) -> Iterator[Telemetry]:
-    """spanpoint on an in-memory exporter with each embedded store in turn."""
-    telemetry = make_telemetry(any_store)
-    yield telemetry
-    telemetry.provider.shutdown()
-
-
-def test_replayed_model_calls_return_equal_ai_messages(any_configured: Telemetry) -> None:
-    configured = any_configured
+@pytest.mark.parametrize("store", ["configured", "configured_sqlite"])
+def test_replayed_model_calls_return_equal_ai_messages(
+    request: pytest.FixtureRequest, store: str
+) -> None:
+    configured = request.getfixturevalue(store)  # each embedded store in turn
     agent = make_agent()
     with spanpoint.run("fidelity"):
         first = agent.invoke(REQUEST)

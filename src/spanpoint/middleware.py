@@ -21,6 +21,18 @@ message types and sizes, tool names, tool arguments after the capture policy's r
 Place the middleware *last* in ``middleware=[...]`` so that it wraps the model and the tools
 directly: middleware outside it (retries, fallbacks, human review) still runs on replay, and
 a ``Command`` that an inner middleware adds to a model call would not be replayed.
+
+What is replayed, and what is not:
+
+- a call whose span ended OK is replayed, including a tool error that LangChain turned into
+  an error ``ToolMessage`` (the model already read it; the replay feeds it the same);
+- a call that raised, or was killed before its span ended, executes again — so a tool is
+  exactly-once only if its effect and the commit cannot be split by a crash (make the effect
+  idempotent, or key it on the tool-call id);
+- a tool that calls ``interrupt()`` commits nothing until it completes; once committed, a
+  replay returns its output without interrupting again (the answer is part of it);
+- parallel calls that are identical *including* their call id are told apart by the order in
+  which they start: deterministic for async agents, thread-scheduling order for sync ones.
 """
 
 from __future__ import annotations
