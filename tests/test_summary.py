@@ -172,3 +172,27 @@ def test_default_outputs_are_local_files_without_an_endpoint(tmp_path, monkeypat
     provider, where = default_logger_provider(tmp_path)
     assert where == "OTLP http://127.0.0.1:4317"
     provider.shutdown()
+
+
+def test_calls_strategy_writes_one_summary_per_run_with_call_counters(
+    configured, signals: Signals
+) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from fakes import ConversationModel
+
+    agent = create_agent(
+        ConversationModel(final="done"), [], middleware=[spanpoint.CheckpointMiddleware()]
+    )
+    runner = GraphRunner(agent, name="agent", strategy="calls")
+    for _ in range(2):
+        with spanpoint.run("S-4"):
+            runner.invoke({"messages": [HumanMessage("hi")]}, thread_id="t")
+    first, second = (r.log_record.body for r in signals.summaries())
+    assert first["strategy"] == second["strategy"] == "calls"
+    assert first["counters"]["boundaries_replayed"] == 0
+    assert first["counters"]["node.model"] == 1
+    # The graph ran again (calls mode has no outer boundary) but its model call replayed.
+    assert second["counters"]["boundaries_replayed"] == 1
+    assert second["counters"]["node.model"] == 1

@@ -210,31 +210,31 @@ class GraphCall:
         return settings().tracer.start_span(self.span_name, attributes=attrs)
 
     def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
-        span, mark = self._open_span(req), _journal_mark()
+        span, mark, nodes = self._open_span(req), _journal_mark(), Counter[str]()
         try:
             with _current(span):
-                result = self._execute(req, kwargs)
+                result = self._execute(req, kwargs, nodes)
         except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
-            self._summarize(req, started, None, exc, _journal_counters(mark))
+            self._summarize(req, started, None, exc, _journal_counters(mark, nodes))
             raise
         _end_ok(span, result_attributes(result))
-        self._summarize(req, started, result, None, _journal_counters(mark))
+        self._summarize(req, started, result, None, _journal_counters(mark, nodes))
         return result
 
     async def _atraced_only(
         self, req: RunRequest, kwargs: dict[str, Any], started: float
     ) -> RunResult:
-        span, mark = self._open_span(req), _journal_mark()
+        span, mark, nodes = self._open_span(req), _journal_mark(), Counter[str]()
         try:
             with _current(span):
-                result = await self._aexecute(req, kwargs)
+                result = await self._aexecute(req, kwargs, nodes)
         except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
-            self._summarize(req, started, None, exc, _journal_counters(mark))
+            self._summarize(req, started, None, exc, _journal_counters(mark, nodes))
             raise
         _end_ok(span, result_attributes(result))
-        self._summarize(req, started, result, None, _journal_counters(mark))
+        self._summarize(req, started, result, None, _journal_counters(mark, nodes))
         return result
 
     # --- run summary -------------------------------------------------------------------------
@@ -343,14 +343,15 @@ def _journal_mark() -> int:
     return len(scope.journal) if scope is not None else 0
 
 
-def _journal_counters(mark: int) -> dict[str, int]:
-    """Boundaries (model and tool calls) replayed or failed inside the call, from the run's
-    journal."""
+def _journal_counters(mark: int, nodes: Counter[str]) -> dict[str, int]:
+    """Nodes that ran, and boundaries (model and tool calls) replayed or failed inside the
+    call, from the run's journal."""
     scope = current_run()
     if scope is None:
-        return {}
+        return _node_counters(nodes)
     entries = scope.journal[mark:]
     return {
+        **_node_counters(nodes),
         "boundaries_replayed": sum(1 for e in entries if e.status == "replayed"),
         "boundaries_failed": sum(1 for e in entries if e.status == "error"),
     }
