@@ -255,7 +255,7 @@ def main(*, run_id: str | None = None, echo: Callable[[Any], None] | None = None
     _HOOKS.effects, _HOOKS.crash = effects, "raise"
     agent = build_triage_agent(effects, langgraph_checkpointer(Path(cfg.telemetry_dir)))
     runner = GraphRunner(agent, name="triage")
-    run_id = run_id or f"demo-ticket-42-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_id = run_id or f"demo-ticket-42-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     report.header(run_id)
     outcomes = []
     for attempt in (1, 2):
