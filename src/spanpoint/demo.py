@@ -256,6 +256,12 @@ def main(*, run_id: str | None = None, echo: Callable[[Any], None] | None = None
     agent = build_triage_agent(effects, langgraph_checkpointer(Path(cfg.telemetry_dir)))
     runner = GraphRunner(agent, name="triage")
     run_id = run_id or f"demo-ticket-42-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    if cfg.store.get_run(run_id) is not None:
+        out(
+            f"[red]run {run_id!r} already exists in {cfg.store.description}[/]: the demo shows a "
+            "first attempt, so it needs a new run id (omit --run-id for a fresh one)"
+        )
+        return 2
     report.header(run_id)
     outcomes = []
     for attempt in (1, 2):
