@@ -188,3 +188,21 @@ def test_resume_request_forms() -> None:
     command = Command(resume={"id": 1})
     assert RunRequest.resume(command, thread_id="t").input is command
     assert not RunRequest.start({"a": 1}, thread_id="t").is_resume
+
+
+def test_invoke_version_v2_results_replay_equal(configured) -> None:
+    from langgraph.types import GraphOutput
+
+    runner = GraphRunner(approval_graph([]), name="review", durability=QUIET)
+    attempts = []
+    for _ in range(2):
+        with spanpoint.run("R-v2"):
+            first = runner.invoke({"log": []}, thread_id="t", version="v2")
+            second = runner.invoke(build_resume_request(first, "ok"), version="v2")
+        attempts.append((first, second))
+    (first, second), replayed = attempts
+    assert isinstance(first.output, GraphOutput) and first.status == "interrupted"
+    assert second.output == GraphOutput(value={"log": ["drafted", "approved=ok"]})
+    assert replayed == (first, second)
+    assert all(r.replayed for r in replayed)
+    assert isinstance(replayed[0].output.interrupts, tuple)

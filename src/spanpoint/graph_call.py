@@ -29,6 +29,7 @@ from spanpoint.graph_results import (
     decode_result,
     encode_result,
     output_interrupts,
+    output_messages,
     result_attributes,
 )
 from spanpoint.run import current_run
@@ -366,7 +367,7 @@ def _output_counters(result: RunResult | None) -> dict[str, int]:
     """Message counts of the thread after the call (model turns, tool results)."""
     if result is None:
         return {}
-    messages = result.output.get("messages") if isinstance(result.output, Mapping) else None
+    messages = output_messages(result.output)
     counters = {"interrupts": len(result.interrupts)}
     if messages:
         types = [getattr(m, "type", "") for m in messages]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
-from langgraph.types import Interrupt, StateSnapshot
+from langgraph.types import GraphOutput, Interrupt, StateSnapshot
 
 from spanpoint import semconv
 
@@ -175,9 +175,16 @@ def build_result(
     )
 
 
+def output_messages(output: Any) -> list[Any]:
+    """The ``messages`` of a graph output (a v1 state dict or a v2 ``GraphOutput``)."""
+    values = output.value if isinstance(output, GraphOutput) else output
+    messages = values.get("messages") if isinstance(values, Mapping) else None
+    return list(messages) if isinstance(messages, list | tuple) else []
+
+
 def usage_of(output: Any) -> dict[str, int]:
     """Input/output/total tokens summed over the output's messages' ``usage_metadata``."""
-    messages = output.get("messages") if isinstance(output, Mapping) else None
+    messages = output_messages(output)
     totals: dict[str, int] = {}
     for message in messages or ():
         usage = getattr(message, "usage_metadata", None)
@@ -249,6 +256,7 @@ def encode_result(result: RunResult) -> dict[str, Any]:
     data["warnings"] = list(result.warnings)
     data["pending_state"] = dict(result.pending_state)
     data["usage"] = dict(result.usage)
+    data["output"] = _encode_output(result.output)
     data["v"] = ENCODING_VERSION
     return data
 
@@ -262,4 +270,22 @@ def decode_result(data: Any) -> RunResult:
     fields["interrupts"] = tuple(InterruptInfo(**i) for i in fields["interrupts"])
     fields["next_nodes"] = tuple(fields["next_nodes"])
     fields["warnings"] = tuple(fields["warnings"])
+    fields["output"] = _decode_output(fields["output"])
     return RunResult(replayed=True, **fields)
+
+
+_GRAPH_OUTPUT = "__spanpoint_graph_output__"
+
+
+def _encode_output(output: Any) -> Any:
+    # invoke(version="v2") returns a GraphOutput, which LangGraph's serializer does not
+    # round-trip (its interrupts tuple comes back a list): store its parts instead.
+    if isinstance(output, GraphOutput):
+        return {_GRAPH_OUTPUT: True, "value": output.value, "interrupts": list(output.interrupts)}
+    return output
+
+
+def _decode_output(output: Any) -> Any:
+    if isinstance(output, Mapping) and output.get(_GRAPH_OUTPUT) is True:
+        return GraphOutput(value=output["value"], interrupts=tuple(output["interrupts"]))
+    return output
