@@ -21,8 +21,8 @@ from langgraph.types import Send
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from conftest import Telemetry
 from spanpoint.instrumentor import SpanpointInstrumentor
+from tests.conftest import Telemetry
 
 
 class Items(TypedDict, total=False):

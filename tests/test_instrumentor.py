@@ -18,10 +18,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 import spanpoint
-from conftest import Telemetry
 from fakes import ConversationModel
 from spanpoint import semconv
 from spanpoint.instrumentor import SpanpointInstrumentor, strategy_from_env
+from tests.conftest import Telemetry
 
 
 class Counter(TypedDict):

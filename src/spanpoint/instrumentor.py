@@ -76,7 +76,8 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     checkpoint processor), ``strategy`` (overrides ``$SPANPOINT_STRATEGY``), ``store``.
     """
 
-    _patched: list[tuple[Any, str]]
+    _patched: list[tuple[Any, str, _Switchable]]
+    _switch: _Switch
 
     def instrumentation_dependencies(self) -> Collection[str]:
         """The packages that must be installed for :meth:`instrument` to apply."""
@@ -90,6 +91,7 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
             configure(tracer_provider=provider, store=kwargs.get("store"))
         self._patched = []
+        self._switch = _Switch()
         pregel = importlib.import_module(_PREGEL)
         for method, factory in (
             ("invoke", _patches.graph_invoke),
@@ -119,13 +121,53 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _wrap(self, module: str, name: str, wrapper: Callable[..., Any], *, owner: Any) -> None:
         attribute = name.rsplit(".", 1)[-1]
-        wrap_function_wrapper(module, name, wrapper)
-        self._patched.append((owner, attribute))
+        guarded = _Switchable(wrapper, self._switch)
+        wrap_function_wrapper(module, name, guarded)
+        self._patched.append((owner, attribute, guarded))
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        for owner, attribute in reversed(getattr(self, "_patched", [])):
-            unwrap(owner, attribute)
+        # Wrappers stack: another instrumentation may have wrapped the same method after us
+        # (OpenLLMetry wraps Pregel.stream) and not unwrapped it. Unwrapping blindly would then
+        # remove *its* wrapper and leave ours; so only our own top-level wrapper is removed,
+        # and every wrapper of this instrumentation is switched off in any case.
+        self._switch.active = False
+        for owner, attribute, guarded in reversed(getattr(self, "_patched", [])):
+            current = vars(owner).get(attribute) if isinstance(owner, type) else None
+            if current is None:
+                current = getattr(owner, attribute, None)
+            if getattr(current, "_self_wrapper", None) is guarded:
+                unwrap(owner, attribute)
+            else:
+                logger.debug(
+                    "spanpoint: %s.%s is wrapped again by another library; ours is off",
+                    getattr(owner, "__name__", owner),
+                    attribute,
+                )
         self._patched = []
+
+
+class _Switch:
+    """Whether one application of the instrumentor is live."""
+
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active = True
+
+
+class _Switchable:
+    """A wrapper that steps aside once its instrumentor was uninstrumented."""
+
+    __slots__ = ("switch", "wrapper")
+
+    def __init__(self, wrapper: Callable[..., Any], switch: _Switch) -> None:
+        self.wrapper = wrapper
+        self.switch = switch
+
+    def __call__(self, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if self.switch.active:
+            return self.wrapper(wrapped, instance, args, kwargs)
+        return wrapped(*args, **kwargs)
 
 
 def _middleware_available() -> bool:
