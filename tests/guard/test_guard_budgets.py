@@ -116,11 +116,22 @@ def test_cost_budget_with_custom_prices(tools: Tools) -> None:
 
 
 def test_cost_from_the_pricing_library() -> None:
-    pytest.importorskip("genai_prices")
+    genai_prices = pytest.importorskip("genai_prices")
     config = GuardConfig(track_cost=True)
     usage = Usage(1_000_000, 1_000_000, 0, False, "gpt-4o", "openai")
     # The library's published price, not a table of ours: $2.50 in + $10 out per million.
     assert cost_of(usage, config) == pytest.approx(12.5)
+    # Flat prices are cached as per-token rates, tiered ones priced per call: both must
+    # give exactly what the library gives for the call.
+    for model, provider in (("gpt-4o", "openai"), ("claude-sonnet-4-5", "anthropic")):
+        for inp, out, cached in ((1200, 300, 0), (250_000, 4000, 20_000)):
+            expected = genai_prices.calc_price(
+                genai_prices.Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cached),
+                model,
+                provider_id=provider,
+            ).total_price
+            got = cost_of(Usage(inp, out, cached, False, model, provider), config)
+            assert got == pytest.approx(float(expected), rel=1e-12), (model, inp)
     unknown = Usage(10, 10, 0, False, "no-such-model-anywhere", None)
     assert cost_of(unknown, config) is None
     fallback = GuardConfig(track_cost=True, model_prices={"*": TokenPrice(input=1.0, output=1.0)})

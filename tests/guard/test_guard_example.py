@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "guard_loop.py"
 
 
+@pytest.mark.slow
 def test_example_reflects_stops_and_resumes_to_the_answer() -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120

@@ -255,6 +255,7 @@ def result_of(process: subprocess.Popen[str]) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_resume_in_another_process(tmp_path: Path) -> None:
     db = tmp_path / "threads.sqlite"
 
@@ -269,6 +270,7 @@ def test_resume_in_another_process(tmp_path: Path) -> None:
     assert resumed["kinds"][-3:] == ["stop", "correction", "ai()"]
 
 
+@pytest.mark.slow
 def test_of_two_processes_resuming_one_stop_exactly_one_wins(tmp_path: Path) -> None:
     db = tmp_path / "threads.sqlite"
     assert result_of(worker(db, "start"))["terminated"] is True

@@ -386,7 +386,7 @@ def _last_step_results(
         if isinstance(message, AIMessage):
             names = {call.get("id"): call["name"] for call in message.tool_calls}
             results = [
-                ToolResult(m.name or names[m.tool_call_id], m.text, m.status == "error")
+                ToolResult(m.name or names[m.tool_call_id], _text(m), m.status == "error")
                 for m in reversed(tool_messages)
                 if m.tool_call_id in names and guard_kind(m) != "skipped"
             ]
@@ -394,3 +394,9 @@ def _last_step_results(
         if isinstance(message, ToolMessage):
             tool_messages.append(message)
     return None, []
+
+
+def _text(message: BaseMessage) -> str:
+    # .text walks content blocks; most tool results are a plain string already.
+    content = message.content
+    return content if isinstance(content, str) else message.text
