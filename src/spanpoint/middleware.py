@@ -64,6 +64,23 @@ ToolResult = ToolMessage | Command[Any]
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
+#: LangChain provider ids whose GenAI ``gen_ai.provider.name`` well-known value differs.
+_PROVIDERS = {
+    "amazon_bedrock": "aws.bedrock",
+    "bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "google_genai": "gcp.gen_ai",
+    "google_vertexai": "gcp.vertex_ai",
+    "google_anthropic_vertex": "gcp.vertex_ai",
+    "azure": "azure.ai.openai",
+    "azure_openai": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "mistral": "mistral_ai",
+    "mistralai": "mistral_ai",
+    "xai": "x_ai",
+    "ibm": "ibm.watsonx.ai",
+}
+
 
 class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     """Makes every model call and tool call of a ``create_agent`` agent a replay boundary.
@@ -248,6 +265,7 @@ def model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
     except Exception:  # a model without LangSmith params still gets a span
         ls_params = {}
     provider = ls_params.get("ls_provider") or type(model).__name__.lower()
+    provider = _PROVIDERS.get(provider, provider)
     name = (
         ls_params.get("ls_model_name")
         or getattr(model, "model_name", None)

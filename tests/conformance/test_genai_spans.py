@@ -106,3 +106,18 @@ def test_a_failed_call_is_an_error_span_with_error_type(configured: Any) -> None
     assert chat.attributes[semconv.ERROR_TYPE] == "ConnectionError"
     assert violations(chat) == []
     assert configured.store.list_checkpoints("c-error") == []
+
+
+class BedrockLikeModel(ConversationModel):
+    """Reports LangChain's provider id for Bedrock."""
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "amazon_bedrock"
+        return params
+
+
+def test_provider_names_use_the_well_known_values(configured: Any) -> None:
+    agent(BedrockLikeModel(plan=PLAN)).invoke(REQUEST)
+    chats = configured.spans("chat")
+    assert {s.attributes[semconv.GEN_AI_PROVIDER_NAME] for s in chats} == {"aws.bedrock"}
