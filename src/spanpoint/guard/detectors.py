@@ -173,28 +173,34 @@ def ingest_results(
             seen.append(fingerprint)
     del seen[:-SEEN_RESULTS_LIMIT]
     counters["no_progress_steps"] = 0 if progress else counters["no_progress_steps"] + 1
-    found: list[Detection] = []
-    threshold = cfg.error_loop_threshold
-    if errors and threshold is not None and counters["consecutive_errors"] >= threshold:
-        tools = tuple(dict.fromkeys(counters["error_tools"]))
-        count = counters["consecutive_errors"]
-        found.append(
-            Detection(
-                pattern=ERROR_LOOP,
-                evidence=f"{count} consecutive tool calls failed ({', '.join(tools)})",
-                tools=tools,
-                fields={"tool": tools[0], "tools": ", ".join(tools), "count": count},
-            )
-        )
+    found = [_error_loop(counters, cfg)] if errors else []
+    found.append(_no_progress(counters, results, cfg))
+    return [d for d in found if d is not None]
+
+
+def _error_loop(counters: Mapping[str, Any], cfg: GuardConfig) -> Detection | None:
+    count = counters["consecutive_errors"]
+    if cfg.error_loop_threshold is None or count < cfg.error_loop_threshold:
+        return None
+    tools = tuple(dict.fromkeys(counters["error_tools"]))
+    return Detection(
+        pattern=ERROR_LOOP,
+        evidence=f"{count} consecutive tool calls failed ({', '.join(tools)})",
+        tools=tools,
+        fields={"tool": tools[0], "tools": ", ".join(tools), "count": count},
+    )
+
+
+def _no_progress(
+    counters: Mapping[str, Any], results: Sequence[ToolResult], cfg: GuardConfig
+) -> Detection | None:
     steps = counters["no_progress_steps"]
-    if cfg.no_progress_steps is not None and steps >= cfg.no_progress_steps:
-        tools = tuple(dict.fromkeys(r.tool for r in results))
-        found.append(
-            Detection(
-                pattern=NO_PROGRESS,
-                evidence=f"{steps} consecutive steps returned no new tool results",
-                tools=tools,
-                fields={"tool": tools[0], "tools": ", ".join(tools), "steps": steps},
-            )
-        )
-    return found
+    if cfg.no_progress_steps is None or steps < cfg.no_progress_steps:
+        return None
+    tools = tuple(dict.fromkeys(r.tool for r in results))
+    return Detection(
+        pattern=NO_PROGRESS,
+        evidence=f"{steps} consecutive steps returned no new tool results",
+        tools=tools,
+        fields={"tool": tools[0], "tools": ", ".join(tools), "steps": steps},
+    )

@@ -191,7 +191,7 @@ def _after(
     if not isinstance(update, dict):
         raise ConfigurationError(
             f"guard_graph: the agent node must return a dict or a Command with a dict update, "
-            f"got {type(update).__name__}"
+            f"got {type(update).__name__} (for create_agent agents, use GuardMiddleware)"
         )
     produced = update.get(key, [])
     produced = list(produced) if isinstance(produced, list | tuple) else [produced]
