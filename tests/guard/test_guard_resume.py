@@ -169,6 +169,20 @@ def test_budget_stop_is_not_resumable(tools: Tools) -> None:
     assert_unchanged(runner, before)
 
 
+def test_detector_stop_without_budget_left_is_not_resumable(tools: Tools) -> None:
+    runner = stopped_runner(tools, max_steps=4)  # the 4th step is both the stop and the limit
+    stop = runner.get_report("t").termination
+    assert (stop["kind"], stop["reason"], stop["budget_spent"]) == (
+        "detector",
+        "tool_repeat",
+        "max_steps",
+    )
+    before = latest_checkpoint(runner)
+    with pytest.raises(GuardNotResumableError, match="max_steps budget spent"):
+        runner.resume(cfg("t"), correction="x")
+    assert_unchanged(runner, before)
+
+
 def test_changed_checkpoint_is_refused(tools: Tools) -> None:
     runner = stopped_runner(tools)
     at_stop = latest_checkpoint(runner)

@@ -341,6 +341,10 @@ class GuardEngine:
         text = termination.explanation_text(
             reason, fields, self.config, reflected=reflected, skipped=len(pending)
         )
+        # A detector stop can be resumed only while every budget still has room.
+        spent = budgets.overrun_before_model(s, self.config) or budgets.overrun_after_model(
+            s, self.config
+        )
         s["wall_before"] = s["wall_seconds"]
         s["segment_started_at"] = None
         s["status"] = "terminated"
@@ -352,7 +356,8 @@ class GuardEngine:
             "pattern": reason if kind == "detector" else None,
             "evidence": evidence,
             "step": s["steps"],
-            "resumable": kind == "detector",
+            "resumable": kind == "detector" and spent is None,
+            "budget_spent": None if spent is None else spent.budget,
             "skipped": len(pending),
             "message": text,
         }

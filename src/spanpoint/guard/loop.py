@@ -127,7 +127,8 @@ class Guard:
         if stop is None:
             raise GuardRunNotStoppedError("this guard's run was not stopped; keep calling check()")
         if not stop["resumable"]:
-            raise GuardNotResumableError(f"the run hit the {stop['reason']} budget; it is final")
+            spent = stop["reason"] if stop["kind"] == "budget" else stop.get("budget_spent")
+            raise GuardNotResumableError(f"the run's {spent} budget is spent; the stop is final")
         self._state = self._engine.resume(self._state, grant=additional_reflections, author=author)
         self._previous = []
 

@@ -292,8 +292,13 @@ def _resumable_stop(
             "use invoke() to continue it"
         )
     if not stop["resumable"]:
+        why = (
+            f"hit the {stop['reason']} budget"
+            if stop["kind"] == "budget"
+            else f"was stopped ({stop['reason']}) with its {stop.get('budget_spent')} budget spent"
+        )
         raise GuardNotResumableError(
-            f"thread {thread!r} hit the {stop['reason']} budget; a budget stop is final. "
+            f"thread {thread!r} {why}; a budget stop is final. "
             "Start a new thread (with a larger budget if needed)"
         )
     messages = snapshot.values.get(messages_key) or []
