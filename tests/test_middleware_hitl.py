@@ -9,6 +9,8 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command, interrupt
+from opentelemetry.trace import StatusCode
 
 import spanpoint
 from fakes import ConversationModel, count_effect, read_effects
@@ -109,3 +111,52 @@ def test_calls_nest_under_the_agent_span(configured: Any, tmp_path: Path) -> Non
     for span in configured.spans("chat") + configured.spans("execute_tool"):
         assert span.parent is not None and span.parent.span_id in by_id
         assert span.context.trace_id == by_id[span.parent.span_id].context.trace_id
+
+
+def make_interrupting_agent(effects: Path) -> Any:
+    @tool
+    def refund(ticket_id: int) -> str:
+        """Refund a ticket after asking a human."""
+        answer = interrupt({"refund": ticket_id})
+        count_effect(effects, "refund")
+        return f"refund {ticket_id}: {answer}"
+
+    return create_agent(
+        ConversationModel(plan=[[{"name": "refund", "args": {"ticket_id": 3}}]]),
+        [refund],
+        middleware=[spanpoint.CheckpointMiddleware()],
+        checkpointer=InMemorySaver(),
+    )
+
+
+def test_a_tool_that_interrupts_commits_only_once_it_completes(
+    configured: Any, tmp_path: Path
+) -> None:
+    effects, config = tmp_path / "effects.txt", {"configurable": {"thread_id": "t-3"}}
+    agent = make_interrupting_agent(effects)
+    with spanpoint.run("refund-3"):
+        paused = agent.invoke(REQUEST, config)
+    assert "__interrupt__" in paused
+    assert [cp.kind for cp in configured.store.list_checkpoints("refund-3")] == ["model_call"]
+    with spanpoint.run("refund-3"):
+        done = agent.invoke(Command(resume="yes"), config)
+    assert done["messages"][-2].content == "refund 3: yes"
+    assert read_effects(effects) == {"refund": 1}
+
+    # A replay on a fresh thread: the answer is part of the committed tool output.
+    fresh = make_interrupting_agent(effects)
+    with spanpoint.run("refund-3"):
+        again = fresh.invoke(REQUEST, {"configurable": {"thread_id": "t-3b"}})
+    assert "__interrupt__" not in again
+    assert again["messages"][-2].content == "refund 3: yes"
+    assert read_effects(effects) == {"refund": 1}
+
+
+def test_outside_a_run_an_interrupting_tool_is_paused_not_failed(
+    configured: Any, tmp_path: Path
+) -> None:
+    agent = make_interrupting_agent(tmp_path / "effects.txt")
+    agent.invoke(REQUEST, {"configurable": {"thread_id": "t-4"}})
+    (span,) = configured.spans("execute_tool refund")
+    assert span.status.status_code is not StatusCode.ERROR
+    assert [e.name for e in span.events] == [semconv.EVENT_AGENT_PAUSED]

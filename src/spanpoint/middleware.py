@@ -53,7 +53,8 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import call_identity, semconv
-from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint._spans import aspan_call, span_call
+from spanpoint.boundary import BoundarySpec
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError
@@ -126,7 +127,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         spec = self._model_spec(request)
         if spec is None:
             return handler(request)
-        return call_boundary(spec, handler, request)
+        return span_call(spec, handler, request)
 
     async def awrap_model_call(
         self,
@@ -137,7 +138,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         spec = self._model_spec(request)
         if spec is None:
             return await handler(request)
-        return await acall_boundary(spec, handler, request)
+        return await aspan_call(spec, handler, request)
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
@@ -146,7 +147,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         spec = self._tool_spec(request)
         if spec is None:
             return handler(request)
-        return call_boundary(spec, handler, request)
+        return span_call(spec, handler, request)
 
     async def awrap_tool_call(
         self,
@@ -157,7 +158,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         spec = self._tool_spec(request)
         if spec is None:
             return await handler(request)
-        return await acall_boundary(spec, handler, request)
+        return await aspan_call(spec, handler, request)
 
     # --- specs ---------------------------------------------------------------------------
 
