@@ -255,6 +255,10 @@ def wire_provider(provider: TracerProvider) -> None:
         if provider in _WIRED:
             return
         provider.add_span_processor(CheckpointSpanProcessor())
+        from spanpoint.genai_metrics import GenAIMetricsProcessor
+
+        # gen_ai.client.* metrics are recorded from spanpoint's spans as they end, in one place.
+        provider.add_span_processor(GenAIMetricsProcessor())
         if not isinstance(provider.sampler, DurableSampler):
             # Tracers capture the sampler when created; spanpoint's tracer is created after
             # this, so its boundary spans get the durable sampler.

@@ -1,0 +1,121 @@
+"""The GenAI client metrics, from spanpoint's own spans: one place emits each.
+
+``gen_ai.client.operation.duration`` (s) and ``gen_ai.client.token.usage`` ({token}) with the
+attributes the GenAI conventions define for them: ``gen_ai.operation.name``,
+``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``, ``error.type``
+and, for token usage, ``gen_ai.token.type`` (``input`` / ``output``).
+
+They are recorded by :class:`GenAIMetricsProcessor` when a spanpoint span ends, so every path
+that makes a GenAI span — ``GraphRunner``, the middleware, the zero-code patches — is counted
+exactly once and none of them carries metric code. Replayed spans are not client operations
+(nothing was called) and are not recorded; ``spanpoint.replays`` counts them.
+Token usage is recorded for ``chat`` spans only: a graph call's usage is the sum of its
+model calls, and recording both would count every token twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
+
+from spanpoint import semconv
+
+# Bucket boundaries the GenAI conventions advise for these two histograms.
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48)
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+
+_KEYS = (
+    semconv.GEN_AI_OPERATION_NAME,
+    semconv.GEN_AI_PROVIDER_NAME,
+    semconv.GEN_AI_REQUEST_MODEL,
+    semconv.GEN_AI_RESPONSE_MODEL,
+)
+
+
+class _Instruments:
+    def __init__(self, provider: Any) -> None:
+        from spanpoint.config import __version__
+
+        meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
+        self.duration = meter.create_histogram(
+            semconv.METRIC_GEN_AI_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+        )
+        self.tokens = meter.create_histogram(
+            semconv.METRIC_GEN_AI_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+
+
+_INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _instruments(provider: Any) -> _Instruments:
+    found = _INSTRUMENTS.get(provider)
+    if found is None:
+        with _LOCK:
+            found = _INSTRUMENTS.get(provider)
+            if found is None:
+                found = _INSTRUMENTS[provider] = _Instruments(provider)
+    return found
+
+
+class GenAIMetricsProcessor(SpanProcessor):
+    """Records the GenAI client metrics of every spanpoint GenAI span when it ends."""
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do when a span starts."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Record duration (and, for ``chat``, tokens) of a finished spanpoint GenAI span."""
+        scope = span.instrumentation_scope
+        if scope is None or scope.name != semconv.INSTRUMENTATION_NAME:
+            return
+        attrs = span.attributes or {}
+        operation = attrs.get(semconv.GEN_AI_OPERATION_NAME)
+        if operation is None or attrs.get(semconv.REPLAYED) is True:
+            return
+        try:
+            record(span, attrs, operation)
+        except Exception:  # observability is best effort: never fail the span's caller
+            return
+
+    def shutdown(self) -> None:
+        """Nothing held."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing buffered here (the meter provider flushes its own readers)."""
+        return True
+
+
+def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
+    """Record the metrics of one finished span."""
+    from spanpoint.config import settings
+
+    metric_attrs = {key: attrs[key] for key in _KEYS if key in attrs}
+    if span.status.status_code is StatusCode.ERROR:
+        metric_attrs[semconv.ERROR_TYPE] = attrs.get(semconv.ERROR_TYPE, "_OTHER")
+    instruments = _instruments(settings().meter_provider)
+    if span.end_time is not None and span.start_time is not None:
+        instruments.duration.record((span.end_time - span.start_time) / 1e9, metric_attrs)
+    if operation != semconv.OP_CHAT:
+        return
+    for key, token_type in (
+        (semconv.GEN_AI_USAGE_INPUT_TOKENS, "input"),
+        (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "output"),
+    ):
+        value = attrs.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            instruments.tokens.record(
+                value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type}
+            )

@@ -1,0 +1,104 @@
+"""gen_ai.client.operation.duration and gen_ai.client.token.usage, recorded once per operation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+from opentelemetry.sdk.metrics.export import HistogramDataPoint
+
+import spanpoint
+from fakes import ConversationModel
+from signals import Signals, install_signals
+from spanpoint import semconv
+from spanpoint.instrumentor import SpanpointInstrumentor
+from tests.conftest import Telemetry
+
+
+@tool
+def lookup(ticket: str) -> str:
+    """Look up a ticket."""
+    return f"ticket {ticket}: open"
+
+
+@pytest.fixture
+def signals(configured: Telemetry) -> Iterator[Signals]:
+    installed = install_signals()
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider)
+    yield installed
+    instrumentor.uninstrument()
+    installed.meter_provider.shutdown()
+
+
+def points(signals: Signals, name: str) -> list[HistogramDataPoint]:
+    data = signals.metrics.get_metrics_data()
+    found: list[HistogramDataPoint] = []
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    found.extend(metric.data.data_points)  # type: ignore[arg-type]
+    return found
+
+
+def by_operation(pts: list[HistogramDataPoint]) -> dict[Any, int]:
+    counts: dict[Any, int] = {}
+    for p in pts:
+        op = p.attributes[semconv.GEN_AI_OPERATION_NAME]
+        counts[op] = counts.get(op, 0) + p.count
+    return counts
+
+
+def agent() -> Any:
+    from langchain.agents import create_agent
+
+    model = ConversationModel(plan=[[{"name": "lookup", "args": {"ticket": "42"}}]])
+    return create_agent(model, [lookup], name="support")
+
+
+def test_each_operation_is_recorded_once_with_standard_attributes(
+    configured: Telemetry, signals: Signals
+) -> None:
+    agent().invoke({"messages": [("user", "ticket 42?")]})
+    durations = points(signals, "gen_ai.client.operation.duration")
+    assert by_operation(durations) == {"invoke_agent": 1, "chat": 2, "execute_tool": 1}
+    [chat] = [p for p in durations if p.attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"]
+    assert chat.attributes[semconv.GEN_AI_PROVIDER_NAME] == "fake"
+    assert chat.attributes[semconv.GEN_AI_REQUEST_MODEL] == "fake-chat"
+    assert chat.attributes[semconv.GEN_AI_RESPONSE_MODEL] == "fake-chat"
+    assert chat.sum > 0
+
+    tokens = points(signals, "gen_ai.client.token.usage")
+    by_type = {p.attributes[semconv.GEN_AI_TOKEN_TYPE]: p for p in tokens}
+    assert set(by_type) == {"input", "output"}
+    spans = configured.spans("chat")
+    assert by_type["input"].sum == sum(s.attributes["gen_ai.usage.input_tokens"] for s in spans)
+    assert by_type["output"].sum == sum(s.attributes["gen_ai.usage.output_tokens"] for s in spans)
+    assert by_type["input"].count == 2  # per model call; the agent's total is not added again
+
+
+def test_replayed_operations_are_not_client_calls(configured: Telemetry, signals: Signals) -> None:
+    graph = agent()
+    for _ in range(2):
+        with spanpoint.run("ticket-9"):
+            graph.invoke({"messages": [("user", "ticket 42?")]})
+    assert any(s.attributes.get(semconv.REPLAYED) for s in configured.spans())
+    durations = points(signals, "gen_ai.client.operation.duration")
+    assert by_operation(durations) == {"invoke_agent": 1, "chat": 2, "execute_tool": 1}
+
+
+def test_a_failed_operation_carries_error_type(configured: Telemetry, signals: Signals) -> None:
+    @tool
+    def broken(ticket: str) -> str:
+        """Always fails."""
+        raise TimeoutError("backend timed out")
+
+    call = {"name": "broken", "args": {"ticket": "1"}, "id": "c1", "type": "tool_call"}
+    with pytest.raises(TimeoutError):
+        broken.invoke(call)  # a tool called directly, as a hand-built node would
+    [point] = points(signals, "gen_ai.client.operation.duration")
+    assert point.attributes[semconv.GEN_AI_OPERATION_NAME] == "execute_tool"
+    assert point.attributes[semconv.ERROR_TYPE] == "TimeoutError"
