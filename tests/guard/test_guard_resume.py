@@ -15,6 +15,7 @@ import pytest
 from guard_fakes import corrected, stuck_on_search
 from guard_support import Otel, Tools, assert_history_valid, kinds, make_agent, make_graph_builder
 from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from spanpoint import semconv
@@ -295,3 +296,26 @@ def test_of_two_processes_resuming_one_stop_exactly_one_wins(tmp_path: Path) -> 
     loser = next(r for r in results if not r["won"])
     assert loser["error"] == "GuardConcurrentResumeError"
     assert next(r for r in results if r["won"])["last"] == "The answer is 42."
+
+
+def test_resume_an_error_loop_stopped_before_the_model(tools: Tools) -> None:
+    @tool
+    def flaky(query: str) -> str:
+        """Always fails."""
+        raise ToolException("down")
+
+    flaky.handle_tool_error = True
+
+    def until_corrected(turn: int, messages: Sequence[BaseMessage]) -> Any:
+        if corrected(messages):
+            return "Reported the outage instead."
+        return [{"name": "flaky", "args": {"query": f"v{turn}"}}]
+
+    runner = GuardedGraph(make_agent(until_corrected, [flaky], GuardConfig()))
+    out = runner.invoke({"messages": [("user", "go")]}, cfg("e"))
+    assert out["guard_reason"] == "error_loop"
+    assert kinds(out["messages"])[-3:] == ["ai(flaky)", "t", "stop"]  # nothing was pending
+    out = runner.resume(cfg("e"), correction="The service is down; report it.")
+    assert kinds(out["messages"])[-3:] == ["stop", "correction", "ai()"]
+    assert out["messages"][-1].text == "Reported the outage instead."
+    assert_history_valid(out["messages"])
