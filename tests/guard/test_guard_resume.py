@@ -20,6 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from spanpoint import semconv
 from spanpoint.errors import (
+    ConfigurationError,
     GuardConcurrentResumeError,
     GuardNotResumableError,
     GuardResumeArgumentError,
@@ -28,7 +29,7 @@ from spanpoint.errors import (
     GuardThreadStoppedError,
     GuardUnknownThreadError,
 )
-from spanpoint.guard import GuardConfig, GuardedGraph, compile_guarded_graph
+from spanpoint.guard import GuardConfig, GuardedGraph, compile_guarded_graph, guard_graph
 
 HERE = Path(__file__).resolve().parent
 
@@ -319,3 +320,25 @@ def test_resume_an_error_loop_stopped_before_the_model(tools: Tools) -> None:
     assert kinds(out["messages"])[-3:] == ["stop", "correction", "ai()"]
     assert out["messages"][-1].text == "Reported the outage instead."
     assert_history_valid(out["messages"])
+
+
+async def test_astream_of_a_stopped_thread_is_refused(tools: Tools) -> None:
+    runner = stopped_runner(tools)
+    with pytest.raises(GuardThreadStoppedError):
+        async for _ in runner.astream(None, cfg("t")):
+            pass
+
+
+def test_runner_needs_a_guarded_checkpointed_graph(tools: Tools) -> None:
+    builder = make_graph_builder(stuck_on_search, [tools.make("search")])
+    with pytest.raises(ConfigurationError, match="needs a checkpointer"):
+        compile_guarded_graph(builder, checkpointer=None)
+    with pytest.raises(ConfigurationError, match="needs a guarded graph"):
+        GuardedGraph(builder.compile(checkpointer=InMemorySaver()))
+    with pytest.raises(ConfigurationError, match="compiled with a checkpointer"):
+        GuardedGraph(guard_graph(builder).compile())
+    with pytest.raises(ConfigurationError, match="tools_node='act'"):
+        GuardedGraph(guard_graph(builder).compile(checkpointer=InMemorySaver()), tools_node="act")
+    runner = compile_guarded_graph(builder, checkpointer=InMemorySaver())
+    with pytest.raises(ConfigurationError, match="needs a thread"):
+        runner.invoke({"messages": [("user", "q")]}, {})
