@@ -108,7 +108,37 @@ EXECUTE_TOOL = Operation(
     allowed_values={semconv.GEN_AI_TOOL_TYPE: frozenset({"function", "extension", "datastore"})},
 )
 
-OPERATIONS = {op.name: op for op in (CHAT, EXECUTE_TOOL)}
+# invoke_agent (gen-ai-agent-spans.md): an agent run inside the process, so INTERNAL. The
+# conventions make gen_ai.provider.name required for agents backed by one provider; a LangGraph
+# agent may call several, so it is not required here.
+INVOKE_AGENT = Operation(
+    name=semconv.OP_INVOKE_AGENT,
+    kind=SpanKind.INTERNAL,
+    target=semconv.GEN_AI_AGENT_NAME,
+    required={semconv.GEN_AI_OPERATION_NAME: _str},
+    recommended={
+        semconv.GEN_AI_AGENT_NAME: _str,
+        semconv.GEN_AI_CONVERSATION_ID: _str,
+        semconv.GEN_AI_USAGE_INPUT_TOKENS: _int,
+        semconv.GEN_AI_USAGE_OUTPUT_TOKENS: _int,
+    },
+    opt_in={semconv.GEN_AI_AGENT_ID: _str},
+)
+
+# invoke_workflow (proposed upstream, semantic-conventions #2912): a graph that is not an agent.
+INVOKE_WORKFLOW = Operation(
+    name=semconv.OP_INVOKE_WORKFLOW,
+    kind=SpanKind.INTERNAL,
+    target=semconv.GEN_AI_WORKFLOW_NAME,
+    required={semconv.GEN_AI_OPERATION_NAME: _str, semconv.GEN_AI_WORKFLOW_NAME: _str},
+    recommended={
+        semconv.GEN_AI_CONVERSATION_ID: _str,
+        semconv.GEN_AI_USAGE_INPUT_TOKENS: _int,
+        semconv.GEN_AI_USAGE_OUTPUT_TOKENS: _int,
+    },
+)
+
+OPERATIONS = {op.name: op for op in (CHAT, EXECUTE_TOOL, INVOKE_AGENT, INVOKE_WORKFLOW)}
 
 #: Attributes that carry content: present only when content capture is opted in.
 CONTENT_ATTRIBUTES = frozenset(
