@@ -131,3 +131,23 @@ def test_renew_forgets_leases_that_were_taken_over(pg_dsn: str) -> None:
         assert store.claim("k", "pod-b:2:bbb", 30.0).owner == "pod-z:9:zzz"
     finally:
         store.close()
+
+
+def test_once_migrated_a_user_with_dml_grants_alone_can_work(pg_dsn: str) -> None:
+    PostgresStore(pg_dsn).close()  # migrated by the owner
+    worker = f"worker_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {worker} LOGIN")
+        conn.execute(
+            f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {worker}"
+        )
+        conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {worker}")
+    store = PostgresStore(f"postgresql://{worker}@{pg_dsn.split('@', 1)[1]}")
+    try:
+        store.start_run("r", None)
+        assert store.claim("k", "pod-a:1:aaa", 30.0).state == "acquired"
+        assert store.put(checkpoint("k"), owner="pod-a:1:aaa")
+        store.finish_run("r", "completed")
+        assert store.delete_runs_older_than(0.0) == 1
+    finally:
+        store.close()

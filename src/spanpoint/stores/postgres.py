@@ -110,10 +110,12 @@ class PostgresStore:
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('spanpoint.migrate'))")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS spanpoint_migrations "
-                "(version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-            )
+            # Only DDL when needed: once migrated, a user with DML grants alone may open it.
+            if conn.execute("SELECT to_regclass('spanpoint_migrations')").fetchone() == (None,):
+                conn.execute(
+                    "CREATE TABLE spanpoint_migrations (version integer PRIMARY KEY, "
+                    "applied_at timestamptz NOT NULL DEFAULT now())"
+                )
             row = conn.execute("SELECT max(version) FROM spanpoint_migrations").fetchone()
             version = (row[0] if row else None) or 0
             if version > SCHEMA_VERSION:
@@ -202,7 +204,7 @@ class PostgresStore:
         return self._checkpoint(rows[0]) if rows else None
 
     def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
-        rows = self._fetchall("claim", CLAIM, {"key": key, "owner": owner, "ttl": ttl_s})
+        rows = self._run("claim", lambda c: _claim(c, key, owner, ttl_s))
         if not rows:  # the row appeared after this statement's snapshot: ask again soon
             return Claim("held", owner=None, expires_at=0.0)
         state, holder, expires_at, *cols = rows[0]
@@ -404,6 +406,16 @@ class PostgresStore:
     def close(self) -> None:
         self._stop.set()
         self._pool.close()
+
+
+def _claim(conn: psycopg.Connection[Any], key: str, owner: str, ttl_s: float) -> list[Any]:
+    # A lease need not survive a crash of the server, so the claim does not wait for its WAL
+    # flush (one fsync fewer per boundary: ~8 ms to ~1 ms on a disk that syncs). Pipelined,
+    # the transaction around it is still one round trip.
+    with conn.pipeline(), conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit = off")
+        cur = conn.execute(CLAIM, {"key": key, "owner": owner, "ttl": ttl_s})
+    return cur.fetchall()
 
 
 def _describe(dsn: str) -> str:
