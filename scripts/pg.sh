@@ -7,7 +7,8 @@
 #
 # Installs PostgreSQL from the distribution's packages when it is missing (needs root).
 # PostgreSQL refuses to run as root, so as root the server runs as the `postgres` user.
-# PG_FSYNC=off trades crash safety of the *server* for speed (tests kill clients, not it).
+# PG_FSYNC=off trades crash safety of the *server* for speed (tests kill clients, not it);
+# PG_TMPDIR picks where the throwaway cluster lives (default /tmp).
 set -euo pipefail
 
 pg_bindir() {
@@ -47,7 +48,9 @@ start() {
   ensure_installed
   local bin dir port
   bin=$(pg_bindir)
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/spanpoint-pg.XXXXXX")
+  # Under /tmp by default: as root the server runs as `postgres`, which must reach the folder
+  # (a root-only $TMPDIR would not do).
+  dir=$(mktemp -d "${PG_TMPDIR:-/tmp}/spanpoint-pg.XXXXXX")
   chmod 0755 "$dir"
   if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
   as_server_user "$bin/initdb" -D "$dir/data" -U spanpoint --auth=trust -E UTF8 \
