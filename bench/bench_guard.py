@@ -116,6 +116,17 @@ def bench_check(steps: int) -> list[float]:
     return samples[steps // 10 :]  # drop warm-up
 
 
+def reference_us(repeat: int = 2_000) -> float:
+    """A fixed pure-Python workload, to scale the other rows to the machine's current speed
+    (about 30-50 µs on an idle 2020s x86 core)."""
+    samples = []
+    for _ in range(repeat):
+        start = time.thread_time_ns()
+        sum(i * i for i in range(1000))
+        samples.append((time.thread_time_ns() - start) / 1000)
+    return statistics.median(samples)
+
+
 def bench_in_run(make: Callable[[], tuple[Any, Any]], runs: int) -> list[float]:
     """Microseconds per step spent in the guard's checks during real runs."""
     spent: list[int] = []
@@ -214,6 +225,7 @@ def main() -> None:
         f"| check alone (before + after one step) | {statistics.median(check):.1f} µs "
         f"| {p90:.1f} µs |"
     )
+    print(f"| reference: sum of 1000 squares, pure Python | {reference_us():.1f} µs | |")
     for label, make in (("create_agent", agent_pair), ("hand-built graph", graph_pair)):
         in_run = bench_in_run(make, runs)
         p90 = statistics.quantiles(in_run, n=10)[-1]
