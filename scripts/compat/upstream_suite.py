@@ -1,27 +1,28 @@
 #!/usr/bin/env python3
-"""Run LangGraph's own test suite twice — plain, then with spanpoint's auto-instrumentation —
-and compare the sets of passing tests.
+"""Run an upstream test suite twice — plain, then with spanpoint's auto-instrumentation — and
+compare the sets of passing tests.
 
-    python scripts/compat/langgraph_suite.py            # the installed langgraph version
-    python scripts/compat/langgraph_suite.py --version 1.2.24 --json report.json
+    python scripts/compat/upstream_suite.py langgraph    # LangGraph's own tests
+    python scripts/compat/upstream_suite.py langchain    # create_agent and middleware tests
+    python scripts/compat/upstream_suite.py langgraph --version 1.2.24 --json report.json
 
 What it does (stdlib only, so any python3 ≥ 3.11 can run it):
 
-1. ``pip download --no-binary :all: --no-deps langgraph==X``: the sdist of the langgraph
-   version installed next to spanpoint (its tests and its ``uv.lock`` ship in the sdist).
-2. A separate virtualenv with the sdist, the test dependencies of its ``test`` group and the
-   exact versions its ``uv.lock`` pins (langchain-core included) as pip constraints, plus the
-   OpenTelemetry packages spanpoint needs at the versions of the calling interpreter.
+1. ``pip download --no-binary :all: --no-deps <package>==X``: the sdist of the version
+   installed next to spanpoint (its tests and its ``uv.lock`` ship in the sdist).
+2. A separate virtualenv with the sdist, the test dependencies of its ``test`` group, and the
+   versions its ``uv.lock`` pins for them (langchain-core above all) as pip constraints, plus
+   the OpenTelemetry packages spanpoint needs at the versions of the calling interpreter.
    spanpoint itself is not installed there: ``PYTHONPATH`` points at this checkout's ``src``,
    so the cached environment stays valid while spanpoint's code changes.
-3. ``pytest tests -q`` with ``NO_DOCKER=true`` (no PostgreSQL/Redis fixtures), once plain and
-   once with ``-p spanpoint.pytest_plugin``. The plain result depends only on langgraph and its
-   lock, so it is cached too. Tests that passed plain but not instrumented are run again, both
-   ways, to tell a flaky test from a real difference.
+3. ``pytest <tests> -q`` (LangGraph: ``NO_DOCKER=true``, no PostgreSQL/Redis fixtures), once
+   plain and once with ``-p spanpoint.pytest_plugin``. The plain result depends only on the
+   package and its lock, so it is cached too. Tests that passed plain but not instrumented
+   are run again, both ways, to tell a flaky test from a real difference.
 
 Everything is cached under ``${SPANPOINT_CACHE:-~/.cache/spanpoint}/compat/``, keyed by the
-langgraph version, the Python version and the OpenTelemetry versions. Exit status 0 when every
-test that passes plain also passes instrumented.
+package version, the Python version and the OpenTelemetry versions. Exit status 0 when every
+test that passes plain also passes instrumented and the plugin recorded spans.
 """
 
 from __future__ import annotations
@@ -37,14 +38,36 @@ import tarfile
 import time
 import tomllib
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = "langgraph"
-# The sdist's dependency group "test", minus tools that only profile, watch or measure
-# coverage, and the CLI (a dev server the unit tests do not start).
-SKIP_TEST_DEPS = {"pytest-cov", "pytest-watcher", "pyperf", "py-spy", "langgraph-cli"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How one upstream package's suite is installed and run."""
+
+    tests: tuple[str, ...]
+    # Its "test" dependency group minus tools that only profile, watch or measure coverage.
+    skip_deps: frozenset[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+PROFILES = {
+    # LangGraph's whole unit suite; the CLI is a dev server the unit tests do not start.
+    "langgraph": Profile(
+        tests=("tests",),
+        skip_deps=frozenset({"pytest-cov", "pytest-watcher", "pyperf", "py-spy", "langgraph-cli"}),
+        env={"NO_DOCKER": "true"},
+    ),
+    # LangChain's agent tests: create_agent and every middleware (core and implementations).
+    "langchain": Profile(
+        tests=("tests/unit_tests/agents",),
+        skip_deps=frozenset({"pytest-cov", "pytest-watcher", "pytest-benchmark", "fastmcp"}),
+    ),
+}
 # What spanpoint imports, installed at the calling interpreter's versions (the exporters are
 # imported only when an OTLP endpoint is set, which the plugin never does).
 SPANPOINT_DEPS = (
@@ -54,9 +77,6 @@ SPANPOINT_DEPS = (
     "opentelemetry-instrumentation",
     "wrapt",
 )
-# LangChain is not in LangGraph's lock; pip picks the newest release compatible with the locked
-# langchain-core, so the plugin's model, tool and create_agent patches are live too.
-EXTRA_DEPS = ("langchain",)
 PLUGIN = "spanpoint.pytest_plugin"
 
 
@@ -85,6 +105,15 @@ def cache_root() -> Path:
     return Path(base) / "compat"
 
 
+def source_digest() -> str:
+    """A digest of spanpoint's source files: what the instrumented run depends on."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "src" / "spanpoint").rglob("*.py")):
+        digest.update(path.relative_to(REPO).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def spanpoint_dep_pins() -> list[str]:
     """``name==version`` for spanpoint's OpenTelemetry deps, as installed here."""
     pins = []
@@ -96,26 +125,26 @@ def spanpoint_dep_pins() -> list[str]:
     return pins
 
 
-def fetch_sdist(version: str, cache: Path) -> Path:
-    """The extracted sdist of ``langgraph==version`` (downloaded once)."""
-    src = cache / f"{PACKAGE}-{version}"
+def fetch_sdist(package: str, version: str, cache: Path) -> Path:
+    """The extracted sdist of ``package==version`` (downloaded once)."""
+    src = cache / f"{package}-{version}"
     if (src / "uv.lock").exists() and (src / "tests").is_dir():
         return src
     download = cache / "download"
     download.mkdir(parents=True, exist_ok=True)
-    log(f"pip download --no-binary :all: --no-deps {PACKAGE}=={version}")
+    log(f"pip download --no-binary :all: --no-deps {package}=={version}")
     run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-         f"{PACKAGE}=={version}", "-d", str(download)]
+         f"{package}=={version}", "-d", str(download)]
     )  # fmt: skip
-    archive = next(download.glob(f"{PACKAGE}-{version}.tar.gz"))
+    archive = next(download.glob(f"{package}-{version}.tar.gz"))
     with tarfile.open(archive) as tar:
         tar.extractall(cache, filter="data")
     return src
 
 
-def lock_versions(src: Path) -> dict[str, str]:
-    """The version ``uv.lock`` pins for each package taken from PyPI.
+def lock_versions(src: Path, *, registry_only: bool = True) -> dict[str, str]:
+    """The version ``uv.lock`` pins for each package (by default: each taken from PyPI).
 
     Names locked at several versions (per Python version) are left out, and so are the
     packages the monorepo builds from source (``editable``: often an unreleased version).
@@ -123,7 +152,7 @@ def lock_versions(src: Path) -> dict[str, str]:
     lock = tomllib.loads((src / "uv.lock").read_text())
     versions: dict[str, set[str]] = {}
     for pkg in lock["package"]:
-        if pkg.get("version") and "registry" in pkg.get("source", {}):
+        if pkg.get("version") and (not registry_only or "registry" in pkg.get("source", {})):
             versions.setdefault(pkg["name"], set()).add(pkg["version"])
     return {name: next(iter(v)) for name, v in versions.items() if len(v) == 1}
 
@@ -136,19 +165,19 @@ def requirement_name(req: str) -> str:
     return name.strip().lower()
 
 
-def test_requirements(src: Path) -> list[str]:
-    """The sdist's ``test`` dependency group, minus :data:`SKIP_TEST_DEPS`."""
+def test_requirements(src: Path, skip: frozenset[str]) -> list[str]:
+    """The sdist's ``test`` dependency group, minus ``skip``."""
     project = tomllib.loads((src / "pyproject.toml").read_text())
     reqs = []
     for req in project["dependency-groups"]["test"]:
         if not isinstance(req, str):
             continue
-        if requirement_name(req) not in SKIP_TEST_DEPS:
+        if requirement_name(req) not in skip:
             reqs.append(req)
     return reqs
 
 
-def build_venv(src: Path, env_dir: Path) -> Path:
+def build_venv(src: Path, env_dir: Path, profile: Profile) -> Path:
     """A virtualenv with the sdist and its locked test dependencies (built once)."""
     python = env_dir / "bin" / "python"
     stamp = env_dir / ".complete"
@@ -161,17 +190,20 @@ def build_venv(src: Path, env_dir: Path) -> Path:
     # their own dependencies are left to pip: a universal lock may name a version of a
     # transitive package that this index or this Python cannot install.
     pinned = lock_versions(src)
-    requirements = test_requirements(src)
+    requirements = test_requirements(src, profile.skip_deps)
     names = {requirement_name(r) for r in requirements} | {"langchain-core"}
     project = tomllib.loads((src / "pyproject.toml").read_text())["project"]
     names |= {requirement_name(r) for r in project["dependencies"]}
     own = {requirement_name(p) for p in spanpoint_dep_pins()}
     cfile = env_dir / "constraints.txt"
     cfile.write_text("".join(f"{n}=={pinned[n]}\n" for n in sorted(names - own) if n in pinned))
-    core = f"langchain-core=={pinned['langchain-core']}"
+    # langchain-core at the lock's version even when the lock builds it from source (LangChain's
+    # monorepo does): that version is released.
+    core_version = lock_versions(src, registry_only=False)["langchain-core"]
+    core = f"langchain-core=={core_version}"
     run(
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(), *EXTRA_DEPS, str(src)]
+         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(), str(src)]
     )  # fmt: skip
     freeze = run([str(python), "-m", "pip", "freeze"]).stdout
     (env_dir / "freeze.txt").write_text(freeze)
@@ -180,14 +212,14 @@ def build_venv(src: Path, env_dir: Path) -> Path:
 
 
 def run_suite(
-    python: Path, src: Path, out: Path, extra: list[str], tests: list[str]
+    python: Path, src: Path, out: Path, extra: list[str], tests: list[str], profile: Profile
 ) -> tuple[set[str], set[str], float]:
     """Run the suite; return (passed, failed-or-errored) test ids and the wall time."""
     env = dict(os.environ)
     span_report = out.with_suffix(".spans.jsonl")
     span_report.unlink(missing_ok=True)
     env.update(
-        NO_DOCKER="true",
+        **profile.env,
         PYTHONPATH=str(REPO / "src"),
         PYTHONDONTWRITEBYTECODE="1",
         LANGSMITH_TRACING="false",
@@ -246,26 +278,20 @@ def node_ids(test_ids: set[str]) -> list[str]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; see the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--version", default=None, help="langgraph version (default: installed)")
-    parser.add_argument("--json", type=Path, default=None, help="write the comparison here")
-    parser.add_argument("--workers", default=None, help="pytest-xdist -n value (e.g. 2)")
-    parser.add_argument("--fresh-baseline", action="store_true", help="rerun the plain suite")
-    parser.add_argument("tests", nargs="*", default=["tests"], help="test paths (default: all)")
-    args = parser.parse_args(argv)
-    version = args.version or metadata.version(PACKAGE)
+def compare(args: argparse.Namespace) -> dict[str, object]:
+    """Build (or reuse) the environment, run both ways, and return the comparison."""
+    package, profile = args.package, PROFILES[args.package]
+    version = args.version or metadata.version(package)
+    tests = args.tests or list(profile.tests)
     py = f"py{sys.version_info.major}{sys.version_info.minor}"
-    pins = [*spanpoint_dep_pins(), *EXTRA_DEPS]
-    key = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:10]
+    key = hashlib.sha256("\n".join(spanpoint_dep_pins()).encode()).hexdigest()[:10]
     cache = cache_root()
     cache.mkdir(parents=True, exist_ok=True)
-    src = fetch_sdist(version, cache)
-    env_dir = cache / f"venv-{PACKAGE}-{version}-{py}-{key}"
-    python = build_venv(src, env_dir)
+    src = fetch_sdist(package, version, cache)
+    env_dir = cache / f"venv-{package}-{version}-{py}-{key}"
+    python = build_venv(src, env_dir, profile)
     extra = ["-n", args.workers] if args.workers else []
-    scope = hashlib.sha256(" ".join(args.tests + extra).encode()).hexdigest()[:8]
+    scope = hashlib.sha256(" ".join(tests + extra).encode()).hexdigest()[:8]
     baseline = env_dir / f"plain-{scope}.json"
     timings: dict[str, float] = {}
     if baseline.exists() and not args.fresh_baseline:
@@ -273,48 +299,80 @@ def main(argv: list[str] | None = None) -> int:
         plain_pass, plain_fail = set(data["passed"]), set(data["failed"])
         log(f"plain run cached: {len(plain_pass)} passed ({baseline})")
     else:
-        log(f"plain run of {PACKAGE} {version} tests")
+        log(f"plain run of {package} {version} tests")
         plain_pass, plain_fail, timings["plain_s"] = run_suite(
-            python, src, env_dir / "plain.xml", extra, args.tests
+            python, src, env_dir / "plain.xml", extra, tests, profile
         )
         baseline.write_text(
             json.dumps({"passed": sorted(plain_pass), "failed": sorted(plain_fail)})
         )
         took = timings["plain_s"]
         log(f"plain: {len(plain_pass)} passed, {len(plain_fail)} failed in {took:.0f}s")
-    log("instrumented run (-p spanpoint.pytest_plugin)")
-    inst_pass, inst_fail, timings["instrumented_s"] = run_suite(
-        python, src, env_dir / "instrumented.xml", ["-p", PLUGIN, *extra], args.tests
-    )
-    spans = span_counts(env_dir / "instrumented.xml")
-    log(f"instrumented: {len(inst_pass)} passed, {len(inst_fail)} failed; spans {spans}")
+    # The instrumented result depends on nothing but the environment (keyed above), the tests
+    # selected and spanpoint's source: with all three unchanged it is reused, unless asked.
+    result = env_dir / f"instrumented-{scope}-{source_digest()}.json"
+    if result.exists() and not args.rerun:
+        data = json.loads(result.read_text())
+        inst_pass, spans = set(data["passed"]), data["spans"]
+        log(f"instrumented run cached for this spanpoint source ({result.name}); --rerun to redo")
+    else:
+        log(f"instrumented run (-p {PLUGIN})")
+        inst_pass, _, timings["instrumented_s"] = run_suite(
+            python, src, env_dir / "instrumented.xml", ["-p", PLUGIN, *extra], tests, profile
+        )
+        spans = span_counts(env_dir / "instrumented.xml")
+        if inst_pass >= plain_pass and spans:
+            result.write_text(json.dumps({"passed": sorted(inst_pass), "spans": spans}))
+    log(f"instrumented: {len(inst_pass)} passed; spans {spans}")
     lost = plain_pass - inst_pass
     flaky: set[str] = set()
     if lost:
         log(f"{len(lost)} tests passed plain but not instrumented; running them again both ways")
         ids = node_ids(lost)
-        again_plain, _, _ = run_suite(python, src, env_dir / "again-plain.xml", [], ids)
-        again_inst, _, _ = run_suite(python, src, env_dir / "again-inst.xml", ["-p", PLUGIN], ids)
+        again_plain, _, _ = run_suite(python, src, env_dir / "again-plain.xml", [], ids, profile)
+        again_inst, _, _ = run_suite(
+            python, src, env_dir / "again-inst.xml", ["-p", PLUGIN], ids, profile
+        )
         flaky = {t for t in lost if t in again_inst or t not in again_plain}
         lost -= flaky
-    report = {
-        "package": PACKAGE,
+    return {
+        "package": package,
         "version": version,
         "environment": str(env_dir),
         "plain_passed": len(plain_pass),
+        "plain_failed": len(plain_fail),
         "instrumented_passed": len(inst_pass),
         "only_plain": sorted(lost),
         "only_instrumented": sorted(inst_pass - plain_pass),
         "flaky": sorted(flaky),
         "spans_recorded": spans,
         "timings": timings,
-        "plugin_log": (env_dir / "instrumented.log").read_text()[-600:],
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("package", choices=sorted(PROFILES), help="whose test suite to run")
+    parser.add_argument("--version", default=None, help="package version (default: installed)")
+    parser.add_argument("--json", type=Path, default=None, help="write the comparison here")
+    parser.add_argument("--workers", default=None, help="pytest-xdist -n value (e.g. 2)")
+    parser.add_argument("--fresh-baseline", action="store_true", help="rerun the plain suite")
+    parser.add_argument(
+        "--rerun", action="store_true", help="rerun the instrumented suite even if cached"
+    )
+    parser.add_argument("tests", nargs="*", help="test paths (default: the profile's)")
+    args = parser.parse_args(argv)
+    report = compare(args)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
-    print(json.dumps({k: v for k, v in report.items() if k != "plugin_log"}, indent=2))
+    print(json.dumps(report, indent=2))
     # No spans would mean the plugin never instrumented anything: a comparison proving nothing.
-    return 1 if lost or not inst_pass or not spans else 0
+    return (
+        1
+        if report["only_plain"] or not report["instrumented_passed"] or not report["spans_recorded"]
+        else 0
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,62 @@
+"""Upstream suites pass the same with spanpoint's auto-instrumentation as without it.
+
+``scripts/compat/upstream_suite.py`` downloads the sdist of the installed langgraph (and
+langchain) version, builds a separate virtualenv from its lock file, and runs its tests twice:
+plain, and with ``-p spanpoint.pytest_plugin``. Every test that passes plain must pass
+instrumented, and the plugin must have recorded spans (it really instrumented the suite).
+
+The first run takes minutes (download, virtualenv, both suites); the environment and the plain
+result are cached under ``${SPANPOINT_CACHE:-~/.cache/spanpoint}/compat``, and an instrumented
+result is reused while spanpoint's source is unchanged. See docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "compat" / "upstream_suite.py"
+
+pytestmark = pytest.mark.slow
+
+
+def run_compat(package: str, tmp_path: Path) -> dict[str, object]:
+    report = tmp_path / "report.json"
+    workers = str(min(2, os.cpu_count() or 1))
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), package, "--workers", workers, "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    data: dict[str, object] = json.loads(report.read_text())
+    assert proc.returncode == 0, json.dumps(data, indent=2) + proc.stderr[-3000:]
+    return data
+
+
+def test_langgraph_suite_passes_the_same_instrumented(tmp_path: Path) -> None:
+    report = run_compat("langgraph", tmp_path)
+    assert report["only_plain"] == []
+    assert int(report["plain_passed"]) > 2000  # the real suite, not a handful of tests
+    assert int(report["instrumented_passed"]) >= int(report["plain_passed"])
+    spans = report["spans_recorded"]
+    assert isinstance(spans, dict) and spans.get("invoke_workflow", 0) > 1000
+
+
+def test_langchain_agent_and_middleware_suite_passes_the_same_instrumented(
+    tmp_path: Path,
+) -> None:
+    report = run_compat("langchain", tmp_path)
+    assert report["only_plain"] == []
+    assert int(report["plain_passed"]) > 500
+    spans = report["spans_recorded"]
+    assert isinstance(spans, dict)
+    # create_agent got spanpoint's middleware: agent, model and tool spans were recorded.
+    assert spans.get("chat", 0) > 100 and spans.get("execute_tool", 0) > 10
