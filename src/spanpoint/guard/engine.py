@@ -158,8 +158,8 @@ class GuardEngine:
         decision = self._on_detections(s, found, [response], before_model=False)
         if decision is not None:
             return decision
-        if not response.tool_calls:
-            s["status"] = "completed"
+        # A graph may loop back to the agent after an answer: the latest answer decides.
+        s["status"] = "running" if response.tool_calls else "completed"
         episode = s["episode"]
         if episode is not None and episode.get("delivered"):
             final_answer = not response.tool_calls
