@@ -342,3 +342,15 @@ def test_runner_needs_a_guarded_checkpointed_graph(tools: Tools) -> None:
     runner = compile_guarded_graph(builder, checkpointer=InMemorySaver())
     with pytest.raises(ConfigurationError, match="needs a thread"):
         runner.invoke({"messages": [("user", "q")]}, {})
+
+
+def test_compile_guarded_graph_keeps_a_compiled_graphs_options(tools: Tools) -> None:
+    builder = make_graph_builder(stuck_on_search, [tools.make("search")])
+    compiled = builder.compile(interrupt_before=["tools"], name="researcher")
+    runner = compile_guarded_graph(compiled, checkpointer=InMemorySaver())
+    assert runner.graph.name == "researcher"
+    out = runner.invoke({"messages": [("user", "q")]}, cfg("i"))
+    assert runner.graph.get_state(cfg("i")).next == ("tools",)  # paused before the tools
+    assert tools.count() == 0 and out["guard_terminated"] is False
+    with pytest.raises(ConfigurationError, match="already compiled"):
+        compile_guarded_graph(compiled, checkpointer=InMemorySaver(), debug=True)

@@ -69,18 +69,26 @@ def compile_guarded_graph(
             "compile_guarded_graph needs a checkpointer (InMemorySaver, SqliteSaver, "
             "PostgresSaver): a stopped run is resumed from its checkpoint"
         )
+    if isinstance(graph, CompiledStateGraph) and compile_kwargs:
+        raise ConfigurationError(
+            f"compile options ({', '.join(sorted(compile_kwargs))}) apply to a StateGraph "
+            "builder; this graph is already compiled"
+        )
     if isinstance(graph, CompiledStateGraph) and STATE_KEY in graph.channels:
         compiled = graph.copy(update={"checkpointer": checkpointer})
     else:
         guarded = guard_graph(
-            graph.builder if isinstance(graph, CompiledStateGraph) else graph,
+            graph,
             config,
             agent_node=agent_node,
             tools_node=tools_node,
             messages_key=messages_key,
             meter_provider=meter_provider,
         )
-        compiled = guarded.compile(checkpointer=checkpointer, **compile_kwargs)
+        if isinstance(guarded, CompiledStateGraph):  # keeps its interrupts, store, name
+            compiled = guarded.copy(update={"checkpointer": checkpointer})
+        else:
+            compiled = guarded.compile(checkpointer=checkpointer, **compile_kwargs)
     return GuardedGraph(
         compiled,
         tools_node=tools_node,
