@@ -253,16 +253,21 @@ class SqliteStore:
 
     # --- checkpoints and leases ----------------------------------------------------------
 
+    _GET = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ?"
+
     def get(self, key: str) -> Checkpoint | None:
-        sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ?"
-        row = self._run("get", lambda c: c.execute(sql, (key,)).fetchone(), write=False)
+        row = self._run("get", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
         return None if row is None else self._checkpoint(row)
 
     def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+        # A committed checkpoint is final, so a replay needs one read and no write lock; the
+        # write transaction below looks again, as another process may commit in between.
+        row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
+        if row is not None:
+            return Claim("committed", checkpoint=self._checkpoint(row))
+
         def op(conn: sqlite3.Connection) -> Claim | tuple[str, float]:
-            row = conn.execute(
-                f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ?", (key,)
-            ).fetchone()
+            row = conn.execute(self._GET, (key,)).fetchone()
             if row is not None:
                 return Claim("committed", checkpoint=self._checkpoint(row))
             now = time.time()
@@ -294,7 +299,9 @@ class SqliteStore:
             cur = conn.execute(
                 f"INSERT OR IGNORE INTO checkpoints ({_CHECKPOINT_COLUMNS}, seq) VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoints))",
+                # seq orders a run's checkpoints; per run, MAX is one lookup in the
+                # (run_id, seq) index instead of a scan of every run's checkpoints.
+                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoints WHERE run_id = ?))",
                 (
                     cp.key,
                     cp.run_id,
@@ -311,6 +318,7 @@ class SqliteStore:
                     cp.started_at_ns,
                     cp.ended_at_ns,
                     json.dumps(cp.view),
+                    cp.run_id,
                 ),
             )
             return cur.rowcount == 1
