@@ -121,7 +121,7 @@ def test_a_user_without_create_gets_told_what_it_needs(pg_dsn: str) -> None:
         PostgresStore(f"postgresql://{reader}@{host_part}")
 
 
-def test_renew_forgets_leases_that_were_taken_over(pg_dsn: str) -> None:
+def test_renew_skips_leases_that_were_taken_over(pg_dsn: str) -> None:
     store = PostgresStore(pg_dsn)
     try:
         store.claim("k", "pod-a:1:aaa", 30.0)

@@ -16,7 +16,6 @@ than the TTL; when the process dies the heartbeat stops and the lease expires ``
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -36,6 +35,7 @@ from spanpoint.stores.base import (
     WaitRecord,
     owner_is_dead_here,
 )
+from spanpoint.stores.heartbeat import Held, LeaseHeartbeat
 from spanpoint.stores.postgres_sql import (
     CLAIM,
     COLS,
@@ -48,7 +48,6 @@ from spanpoint.stores.postgres_sql import (
 )
 
 T = TypeVar("T")
-logger = logging.getLogger("spanpoint")
 
 
 class PostgresStore:
@@ -63,10 +62,7 @@ class PostgresStore:
 
     def __init__(self, dsn: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
         self.description = _describe(dsn)
-        self._held: dict[tuple[str, str], float] = {}
-        self._held_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
+        self._heartbeat = LeaseHeartbeat(self._renew, name="spanpoint-lease-heartbeat")
         try:
             timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 10)
         except psycopg.Error as exc:
@@ -223,11 +219,11 @@ class PostgresStore:
                 return Claim("held", owner=holder, expires_at=expires_at)
             state, holder, expires_at = "acquired", owner, rows[0][0]
         if state == "acquired":
-            self._hold(key, owner, ttl_s)
+            self._heartbeat.hold(key, owner, ttl_s)
         return Claim(state, owner=holder, expires_at=expires_at)
 
     def release(self, key: str, owner: str) -> None:
-        self._unhold(key, owner)
+        self._heartbeat.drop(key, owner)
         self._run(
             "release",
             lambda c: c.execute(
@@ -240,7 +236,7 @@ class PostgresStore:
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
         cp = checkpoint
         if owner is not None:
-            self._unhold(cp.key, owner)
+            self._heartbeat.drop(cp.key, owner)
         params = (
             cp.key,
             cp.run_id,
@@ -293,43 +289,12 @@ class PostgresStore:
 
     # --- lease heartbeat -----------------------------------------------------------------
 
-    def _hold(self, key: str, owner: str, ttl_s: float) -> None:
-        with self._held_lock:
-            self._held[(key, owner)] = ttl_s
-            if self._heartbeat is None or not self._heartbeat.is_alive():
-                self._heartbeat = threading.Thread(
-                    target=self._renew_forever, name="spanpoint-lease-heartbeat", daemon=True
-                )
-                self._heartbeat.start()
+    def renew_leases(self, held: Held) -> int:
+        """Push the expiry of the given (key, owner) leases ``ttl_s`` ahead; return how many
+        were still held (not committed, released or taken over)."""
+        return len(self._renew(held))
 
-    def _unhold(self, key: str, owner: str) -> None:
-        with self._held_lock:
-            self._held.pop((key, owner), None)
-
-    def _renew_forever(self) -> None:
-        while True:
-            with self._held_lock:
-                if not self._held:
-                    self._heartbeat = None
-                    return
-                # A third of the shortest TTL: two renewals in a row may fail before expiry.
-                interval = min(self._held.values()) / 3
-            if self._stop.wait(interval):
-                return
-            with self._held_lock:
-                held = dict(self._held)
-            if held:
-                try:
-                    self.renew_leases(held)
-                except StoreError as exc:
-                    logger.warning("spanpoint: lease heartbeat failed: %s", exc)
-
-    def renew_leases(self, held: dict[tuple[str, str], float]) -> int:
-        """Push the expiry of the given (key, owner) leases ``ttl_s`` ahead; return how many.
-
-        The heartbeat calls this; a lease that was taken over or committed is not renewed and
-        is forgotten.
-        """
+    def _renew(self, held: Held) -> set[tuple[str, str]]:
         keys, owners, ttls = zip(*((k, o, t) for (k, o), t in held.items()), strict=True)
         rows = self._fetchall(
             "renew_leases",
@@ -339,11 +304,7 @@ class PostgresStore:
             "AND c.output IS NULL RETURNING c.key, c.lease_owner",
             (list(keys), list(owners), list(ttls)),
         )
-        alive = {(k, o) for k, o in rows}
-        with self._held_lock:
-            for lease in set(held) - alive:
-                self._held.pop(lease, None)
-        return len(alive)
+        return {(k, o) for k, o in rows}
 
     # --- waits ---------------------------------------------------------------------------
 
@@ -404,7 +365,7 @@ class PostgresStore:
         return int(rows[0][0])
 
     def close(self) -> None:
-        self._stop.set()
+        self._heartbeat.stop()
         self._pool.close()
 
 
