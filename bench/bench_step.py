@@ -1,0 +1,166 @@
+"""The core engine: what one ``@spanpoint.step`` boundary costs, against its floor.
+
+A boundary inside a durable run is a span plus a commit of its output; its replay is a read
+plus a span. So the floor of an executed boundary is *one bare SDK span + one SQLite commit*,
+and of a replayed one *one SQLite read + one bare span*; the target is at most 2× the floor.
+All in one process, interleaved round by round:
+
+- ``function``: a bare call of the step's body;
+- ``sdk span``: the body inside ``start_as_current_span`` (``SimpleSpanProcessor`` + in-memory
+  exporter, the exporter cleared between rounds);
+- ``sqlite commit`` / ``sqlite read``: one ``INSERT`` of a checkpoint-sized row in its own
+  transaction / one ``SELECT`` by primary key, on a WAL file with ``synchronous=NORMAL``
+  (the SQLite store's settings);
+- ``step``: a run of 100 ``@spanpoint.step`` boundaries with the SQLite store, per boundary
+  (the run's own span and writes are amortized over its 100 steps);
+- ``step replay``: the same run again, every boundary replayed from the store.
+
+Run alone: ``.venv/bin/python bench/bench_step.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+STEPS = 100
+
+
+def _body(i: int) -> dict[str, Any]:
+    return {"ticket": i, "status": "open", "priority": 2}
+
+
+class Bench:
+    """The contenders, each a callable that does ``STEPS`` boundaries' worth of work."""
+
+    def __init__(self, directory: Path) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        import spanpoint
+
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = provider.get_tracer("bench")
+        spanpoint.configure(store=str(directory / "steps.db"), tracer_provider=provider)
+        self.spanpoint = spanpoint
+        self.step = spanpoint.step(name="lookup")(_body)
+        self.db = sqlite3.connect(directory / "floor.db", isolation_level=None)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute("CREATE TABLE t (key TEXT PRIMARY KEY, output BLOB, view TEXT)")
+        self.keys = itertools.count()
+        self.runs = itertools.count()
+        self.replayed_run = "bench-steps-replayed"
+        self.executed_steps()  # warm up, and the run every replay round replays
+        self._run_steps(self.replayed_run)
+        self.sqlite_commit()
+
+    def function(self) -> None:
+        for i in range(STEPS):
+            _body(i)
+
+    def sdk_span(self) -> None:
+        for i in range(STEPS):
+            with self.tracer.start_as_current_span("step lookup"):
+                _body(i)
+
+    def sqlite_commit(self) -> None:
+        payload = b'{"ticket": 1, "status": "open", "priority": 2}'
+        for _ in range(STEPS):
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute(
+                "INSERT INTO t VALUES (?, ?, ?)", (f"k{next(self.keys)}", payload, "{}")
+            )
+            self.db.execute("COMMIT")
+
+    def sqlite_read(self) -> None:
+        for i in range(STEPS):
+            self.db.execute("SELECT output, view FROM t WHERE key = ?", (f"k{i}",)).fetchone()
+
+    def executed_steps(self) -> None:
+        self._run_steps(f"bench-steps-{next(self.runs)}")
+
+    def replayed_steps(self) -> None:
+        self._run_steps(self.replayed_run)
+
+    def _run_steps(self, run_id: str) -> None:
+        with self.spanpoint.run(run_id):
+            for i in range(STEPS):
+                self.step(i)
+
+    def clear(self) -> None:
+        self.exporter.clear()
+
+
+CONTENDERS = (
+    "function",
+    "sdk_span",
+    "sqlite_commit",
+    "sqlite_read",
+    "executed_steps",
+    "replayed_steps",
+)
+
+
+def run(quick: bool = False) -> dict[str, float]:
+    """Median µs per boundary of each contender, interleaved over rounds."""
+    rounds = 7 if quick else 25
+    with tempfile.TemporaryDirectory(prefix="spanpoint-bench-steps-") as tmp:
+        bench = Bench(Path(tmp))
+        times: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+        for r in range(rounds):
+            order = CONTENDERS[r % len(CONTENDERS) :] + CONTENDERS[: r % len(CONTENDERS)]
+            for name in order:
+                fn: Callable[[], None] = getattr(bench, name)
+                start = time.process_time_ns()
+                fn()
+                times[name].append((time.process_time_ns() - start) / STEPS / 1e3)
+                bench.clear()
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    medians["floor_executed"] = medians["sdk_span"] + medians["sqlite_commit"]
+    medians["floor_replayed"] = medians["sdk_span"] + medians["sqlite_read"]
+    return medians
+
+
+def table(m: dict[str, float]) -> str:
+    """A Markdown table of the step benchmark."""
+    rows = [
+        "### @spanpoint.step (µs of CPU per boundary, median of interleaved rounds)\n",
+        "| contender | µs | × floor |",
+        "| --- | ---: | ---: |",
+        f"| bare function call | {m['function']:.1f} | |",
+        f"| bare SDK span | {m['sdk_span']:.1f} | |",
+        f"| one SQLite commit | {m['sqlite_commit']:.1f} | |",
+        f"| one SQLite read | {m['sqlite_read']:.1f} | |",
+        f"| floor, executed = span + commit | {m['floor_executed']:.1f} | 1.00 |",
+        f"| **step, executed (SQLite)** | {m['executed_steps']:.1f} "
+        f"| **{m['executed_steps'] / m['floor_executed']:.2f}** |",
+        f"| floor, replayed = span + read | {m['floor_replayed']:.1f} | 1.00 |",
+        f"| **step, replayed (SQLite)** | {m['replayed_steps']:.1f} "
+        f"| **{m['replayed_steps'] / m['floor_replayed']:.2f}** |",
+    ]
+    return "\n".join(rows)
+
+
+def main() -> None:
+    """Run alone and print the table."""
+    parser = argparse.ArgumentParser(description="the @spanpoint.step benchmark")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("SPANPOINT_TRACE_FILE", os.devnull)
+    print(table(run(quick=args.quick)))
+
+
+if __name__ == "__main__":
+    main()

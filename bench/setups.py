@@ -1,0 +1,282 @@
+"""The benchmark setups: how each contender is installed around a workload.
+
+Every setup runs in its own process (``bench/worker.py``) with the same OpenTelemetry SDK
+wiring: a global ``TracerProvider`` with a ``SimpleSpanProcessor`` and an exporter that only
+counts, a ``MeterProvider`` with an in-memory reader and a ``LoggerProvider`` whose exporter
+only counts. Export cost is therefore the same (nearly nil) for everybody; what is measured is
+the instrumentation itself.
+
+``make(setup, workload, store_dir, telemetry)`` returns an :class:`Invoker` whose ``call(i)``
+performs the ``i``-th invoke. Durable setups open one ``spanpoint.run`` per invoke (a run per
+ticket, as users write them), so their numbers include the run's own span and store writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import workloads
+from opentelemetry import _logs, metrics, trace
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import (
+    LogRecordExporter,
+    LogRecordExportResult,
+    SimpleLogRecordProcessor,
+)
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+# name -> (description, workloads it applies to)
+SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "none": ("uninstrumented", workloads.WORKLOADS),
+    "spanpoint_zero_code": (
+        "spanpoint zero-code (SpanpointInstrumentor), spans only, outside a run",
+        workloads.WORKLOADS,
+    ),
+    "spanpoint_graph_call": (
+        "spanpoint GraphRunner graph_call inside a run, SQLite store",
+        workloads.WORKLOADS,
+    ),
+    "spanpoint_calls": (
+        "spanpoint calls strategy (CheckpointMiddleware) inside a run, SQLite store",
+        ("agent", "agent_async"),
+    ),
+    "spanpoint_replay": (
+        "spanpoint replay of a completed run (graph_call, SQLite store)",
+        workloads.WORKLOADS,
+    ),
+    "openinference": ("openinference-instrumentation-langchain", workloads.WORKLOADS),
+    "openllmetry": ("opentelemetry-instrumentation-langchain (OpenLLMetry)", workloads.WORKLOADS),
+    "otel_genai": (
+        "opentelemetry-instrumentation-genai-langchain (official, own venv)",
+        workloads.WORKLOADS,
+    ),
+}
+
+
+class CountingSpanExporter(SpanExporter):
+    """Counts exported spans and keeps nothing (no memory growth, no I/O)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Count ``spans``."""
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+class CountingLogExporter(LogRecordExporter):
+    """Counts exported log records and keeps nothing."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, batch: Any) -> LogRecordExportResult:
+        """Count ``batch``."""
+        self.count += len(batch)
+        return LogRecordExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is buffered."""
+        return True
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+
+class Telemetry:
+    """The OTel SDK providers every setup shares, installed as the globals."""
+
+    def __init__(self) -> None:
+        self.spans = CountingSpanExporter()
+        self.logs = CountingLogExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        self.logger_provider = LoggerProvider()
+        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
+        trace.set_tracer_provider(self.tracer_provider)
+        metrics.set_meter_provider(self.meter_provider)
+        _logs.set_logger_provider(self.logger_provider)
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments an instrumentor's ``instrument()`` takes."""
+        return {
+            "tracer_provider": self.tracer_provider,
+            "meter_provider": self.meter_provider,
+            "logger_provider": self.logger_provider,
+        }
+
+
+class Invoker:
+    """Performs the ``i``-th invoke of a workload under a setup."""
+
+    def __init__(self, call: Callable[[int], Any]) -> None:
+        self.call = call
+
+
+# --- building blocks ----------------------------------------------------------------------
+
+
+def _graph_for(workload: str, middleware: Sequence[Any] = ()) -> Any:
+    if workload == "linear":
+        return workloads.build_linear()
+    if workload == "agent":
+        return workloads.build_agent(middleware)
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    return workloads.build_agent(middleware, checkpointer=InMemorySaver())
+
+
+def _input(workload: str, i: int) -> Any:
+    return workloads.linear_input(i) if workload == "linear" else workloads.agent_input(i)
+
+
+def _plain_call(workload: str, graph: Any) -> Callable[[int], Any]:
+    """``graph.invoke`` / ``ainvoke`` on a private event loop, a fresh thread per invoke."""
+    if workload != "agent_async":
+        return lambda i: graph.invoke(_input(workload, i))
+    loop = asyncio.new_event_loop()
+    threads = itertools.count()
+
+    def call(i: int) -> Any:
+        config = {"configurable": {"thread_id": f"t-{next(threads)}"}}
+        return loop.run_until_complete(graph.ainvoke(_input(workload, i), config))
+
+    return call
+
+
+def _runner_call(
+    workload: str, runner: Any, run_ids: Callable[[], str], thread_ids: Callable[[], str]
+) -> Callable[[int], Any]:
+    """``runner.invoke`` / ``ainvoke`` inside ``spanpoint.run(run_ids())``."""
+    import spanpoint
+
+    if workload != "agent_async":
+
+        def call(i: int) -> Any:
+            with spanpoint.run(run_ids()):
+                return runner.invoke(_input(workload, i), thread_id=thread_ids())
+
+        return call
+    loop = asyncio.new_event_loop()
+
+    async def acall(i: int) -> Any:
+        async with spanpoint.run(run_ids()):
+            return await runner.ainvoke(_input(workload, i), thread_id=thread_ids())
+
+    return lambda i: loop.run_until_complete(acall(i))
+
+
+# --- the setups ---------------------------------------------------------------------------
+
+
+def make(setup: str, workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    """The invoker of ``workload`` under ``setup``."""
+    builder = _BUILDERS[setup]
+    return builder(workload, store_dir, telemetry)
+
+
+def _none(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    return Invoker(_plain_call(workload, _graph_for(workload)))
+
+
+def _configure(store_dir: Path, telemetry: Telemetry) -> None:
+    import spanpoint
+
+    spanpoint.configure(
+        store=str(store_dir / "checkpoints.db"),
+        tracer_provider=telemetry.tracer_provider,
+        logger_provider=telemetry.logger_provider,
+        meter_provider=telemetry.meter_provider,
+    )
+
+
+def _spanpoint_zero_code(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    from spanpoint.instrumentor import SpanpointInstrumentor
+
+    _configure(store_dir, telemetry)
+    SpanpointInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
+    return Invoker(_plain_call(workload, _graph_for(workload)))
+
+
+def _fresh_ids(prefix: str) -> Callable[[], str]:
+    counter = itertools.count()
+    return lambda: f"{prefix}-{next(counter)}"
+
+
+def _spanpoint_durable(strategy: str) -> Callable[[str, Path, Telemetry], Invoker]:
+    def build(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+        from spanpoint.graph import GraphRunner
+        from spanpoint.middleware import CheckpointMiddleware
+
+        _configure(store_dir, telemetry)
+        middleware = [CheckpointMiddleware()] if strategy == "calls" else []
+        graph = _graph_for(workload, middleware)
+        runner = GraphRunner(graph, name=workload, strategy=strategy)  # type: ignore[arg-type]
+        return Invoker(_runner_call(workload, runner, _fresh_ids("run"), _fresh_ids("t")))
+
+    return build
+
+
+def _spanpoint_replay(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    """Each invoke replays the same completed run: its graph call comes from the store."""
+    from spanpoint.graph import GraphRunner
+
+    _configure(store_dir, telemetry)
+    runner = GraphRunner(_graph_for(workload), name=workload, strategy="graph_call")
+    call = _runner_call(workload, runner, lambda: "replayed-run", lambda: "replayed-thread")
+    original = call(0)  # the completed run every later invoke replays
+    if original.replayed:
+        raise AssertionError("the original run was replayed: the store was not fresh")
+
+    def replay(i: int) -> Any:
+        result = call(0)
+        if not result.replayed:
+            raise AssertionError("a replay executed the graph again")
+        return result
+
+    return Invoker(replay)
+
+
+def _openinference(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
+    return Invoker(_plain_call(workload, _graph_for(workload)))
+
+
+def _openllmetry(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    LangchainInstrumentor().instrument(**telemetry.kwargs())
+    return Invoker(_plain_call(workload, _graph_for(workload)))
+
+
+def _otel_genai(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    from opentelemetry.instrumentation.genai.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument(**telemetry.kwargs())
+    return Invoker(_plain_call(workload, _graph_for(workload)))
+
+
+_BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
+    "none": _none,
+    "spanpoint_zero_code": _spanpoint_zero_code,
+    "spanpoint_graph_call": _spanpoint_durable("graph_call"),
+    "spanpoint_calls": _spanpoint_durable("calls"),
+    "spanpoint_replay": _spanpoint_replay,
+    "openinference": _openinference,
+    "openllmetry": _openllmetry,
+    "otel_genai": _otel_genai,
+}
