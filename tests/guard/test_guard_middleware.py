@@ -184,6 +184,7 @@ def test_observe_mode_records_but_never_interferes(otel: Otel, tools: Tools) -> 
         out = agent.invoke({"messages": [("user", "go")]}, thread("o"))
 
     assert out["messages"][-1].text == "gave up"
+    assert GuardReport.from_state(out).mode == "observe"
     assert "reflection" not in kinds(out["messages"])
     assert tools.count() == 6 and out["guard_terminated"] is False
     patterns = otel.counts(semconv.METRIC_GUARD_DETECTIONS, semconv.GUARD_PATTERN)

@@ -111,7 +111,9 @@ class GuardEngine:
 
     def start_run(self, previous: dict[str, Any] | None, now: float | None = None) -> dict:
         """A fresh state for a new run on a thread (new input), numbered after the last."""
-        return new_state(run=(previous or {}).get("run", 0) + 1, now=now)
+        state = new_state(run=(previous or {}).get("run", 0) + 1, now=now)
+        state["mode"] = self.config.mode
+        return state
 
     def before_model(
         self, state: dict[str, Any] | None, history: Sequence[BaseMessage], now: float | None = None

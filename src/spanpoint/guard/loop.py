@@ -20,7 +20,7 @@ from opentelemetry.metrics import MeterProvider
 from spanpoint.errors import GuardNotResumableError, GuardRunNotStoppedError
 from spanpoint.guard.config import GuardConfig
 from spanpoint.guard.detectors import ToolResult
-from spanpoint.guard.engine import STATE_KEY, GuardEngine, new_state
+from spanpoint.guard.engine import STATE_KEY, GuardEngine
 from spanpoint.guard.report import GuardReport
 from spanpoint.guard.telemetry import GuardTelemetry
 
@@ -76,7 +76,7 @@ class Guard:
     ) -> None:
         self.config = config or GuardConfig()
         self._engine = GuardEngine(self.config, GuardTelemetry(meter_provider))
-        self._state: dict[str, Any] = dict(state) if state else new_state()
+        self._state: dict[str, Any] = dict(state) if state else self._engine.start_run(None)
         self._previous: list[dict[str, Any]] = []
 
     def __repr__(self) -> str:

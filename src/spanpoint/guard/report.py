@@ -17,14 +17,16 @@ from spanpoint.guard.engine import STATE_KEY
 class GuardReport:
     """The guard's record of a run on one thread.
 
-    ``status`` is ``"running"``, ``"completed"`` (the model gave a final answer) or
-    ``"terminated"`` (then ``termination`` says why: ``reason``, ``kind`` — ``"detector"`` or
-    ``"budget"`` —, ``evidence``, ``step``, ``resumable``, ``skipped`` tool calls and the
+    ``mode`` is the config's ``"enforce"`` or ``"observe"``. ``status`` is ``"running"``,
+    ``"completed"`` (the model gave a final answer) or ``"terminated"`` (then
+    ``termination`` says why: ``reason``, ``kind`` — ``"detector"`` or ``"budget"`` —,
+    ``evidence``, ``step``, ``resumable``, ``budget_spent``, ``skipped`` tool calls and the
     explanation ``message``). ``tokens_estimated`` is true when some model reported no
     usage and its tokens were estimated from text length.
     """
 
     status: str
+    mode: str
     breaker: str
     run: int
     steps: int
@@ -69,6 +71,7 @@ class GuardReport:
             return None
         return cls(
             status=state["status"],
+            mode=state.get("mode", "enforce"),
             breaker=state["breaker"],
             run=state["run"],
             steps=state["steps"],
