@@ -250,8 +250,8 @@ class _Execution:
                 if scope.strict:
                     raise
             else:
-                self.staged = processor.StagedOutput(
-                    store=scope.store,
+                ctx = span.get_span_context()
+                checkpoint = Checkpoint(
                     key=call.key,
                     run_id=scope.run_id,
                     path=call.path,
@@ -260,12 +260,14 @@ class _Execution:
                     ordinal=call.ordinal,
                     output_type=output_type,
                     output=data,
-                    attempt=scope.attempt,
-                    owner=scope.owner if call.claimed else None,
+                    trace_id=format(ctx.trace_id, "032x"),
+                    span_id=format(ctx.span_id, "016x"),
                     parent_span_id=call.parent.span_id if call.parent else None,
+                    attempt=scope.attempt,
                     view=call.spec.view,
                 )
-                ctx = span.get_span_context()
+                owner = scope.owner if call.claimed else None
+                self.staged = processor.StagedOutput(scope.store, checkpoint, owner)
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
         span.set_status(Status(StatusCode.OK))
         return output
@@ -304,7 +306,7 @@ class _Execution:
             # durability never depends on tracing being enabled.
             processor.unstage(ctx.trace_id, ctx.span_id)
             now = time.time_ns()
-            processor.commit(staged, ctx.trace_id, ctx.span_id, now, now)
+            processor.commit(staged, now, now)
         elif processor.unstage(ctx.trace_id, ctx.span_id) is not None:
             staged.error = RuntimeError(
                 "no CheckpointSpanProcessor is registered on the tracer provider; call "
@@ -329,19 +331,21 @@ class _Execution:
         scope = self.call.scope
         assert scope is not None
         scope.commit_failures += 1
-        scope.warn(f"boundary {staged.path!r} executed but was not committed: {staged.error}")
+        scope.warn(
+            f"boundary {staged.checkpoint.path!r} executed but was not committed: {staged.error}"
+        )
         parent = trace.get_current_span()
         if parent.is_recording():
             parent.add_event(
                 semconv.EVENT_CHECKPOINT_COMMIT_FAILED,
                 {
-                    semconv.BOUNDARY_PATH: staged.path,
-                    semconv.CHECKPOINT_KEY: staged.key,
+                    semconv.BOUNDARY_PATH: staged.checkpoint.path,
+                    semconv.CHECKPOINT_KEY: staged.checkpoint.key,
                     semconv.STORE_ERROR: str(staged.error),
                 },
             )
         if scope.strict:
-            raise StoreError(f"commit of {staged.path!r} failed: {staged.error}")
+            raise StoreError(f"commit of {staged.checkpoint.path!r} failed: {staged.error}")
 
 
 def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

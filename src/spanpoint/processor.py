@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -33,21 +32,14 @@ logger = logging.getLogger("spanpoint")
 
 @dataclass(slots=True)
 class StagedOutput:
-    """A serialized boundary output waiting for its span to end OK."""
+    """A boundary's checkpoint waiting for its span to end OK.
+
+    ``checkpoint`` is complete but for the span's start and end times, filled in at commit.
+    """
 
     store: CheckpointStore
-    key: str
-    run_id: str
-    path: str
-    name: str
-    kind: str
-    ordinal: int
-    output_type: str
-    output: bytes
-    attempt: int
+    checkpoint: Checkpoint
     owner: str | None
-    parent_span_id: str | None
-    view: dict[str, Any] = field(default_factory=dict)
     committed: bool = False
     error: Exception | None = None
 
@@ -67,39 +59,25 @@ def unstage(trace_id: int, span_id: int) -> StagedOutput | None:
     return _STAGED.pop((trace_id, span_id), None)
 
 
-def commit(staged: StagedOutput, trace_id: int, span_id: int, start_ns: int, end_ns: int) -> bool:
+def commit(staged: StagedOutput, start_ns: int, end_ns: int) -> bool:
     """Write ``staged`` to its store. Never raises: a failure is kept on ``staged.error``."""
-    checkpoint = Checkpoint(
-        key=staged.key,
-        run_id=staged.run_id,
-        path=staged.path,
-        name=staged.name,
-        kind=staged.kind,
-        ordinal=staged.ordinal,
-        output_type=staged.output_type,
-        output=staged.output,
-        trace_id=format(trace_id, "032x"),
-        span_id=format(span_id, "016x"),
-        parent_span_id=staged.parent_span_id,
-        attempt=staged.attempt,
-        started_at_ns=start_ns,
-        ended_at_ns=end_ns,
-        view=staged.view,
-    )
+    cp = staged.checkpoint
     try:
-        staged.store.put(checkpoint, owner=staged.owner)
+        staged.store.put(
+            replace(cp, started_at_ns=start_ns, ended_at_ns=end_ns), owner=staged.owner
+        )
         staged.committed = True
     except Exception as exc:  # invariant 5: a failed commit is reported, never raised here
         staged.error = exc
         if staged.owner is not None:
             # Free the boundary for the next attempt; the lease would expire anyway.
             with contextlib.suppress(Exception):
-                staged.store.release(staged.key, staged.owner)
+                staged.store.release(cp.key, staged.owner)
         logger.warning(
             "spanpoint: could not commit boundary %r of run %r to %s: %s; it will execute "
             "again when the run is replayed",
-            staged.path,
-            staged.run_id,
+            cp.path,
+            cp.run_id,
             staged.store.description,
             exc,
         )
@@ -124,7 +102,7 @@ class CheckpointSpanProcessor(SpanProcessor):
         staged = _STAGED.pop((ctx.trace_id, ctx.span_id), None)
         if staged is None or span.status.status_code is not StatusCode.OK:
             return
-        commit(staged, ctx.trace_id, ctx.span_id, span.start_time or 0, span.end_time or 0)
+        commit(staged, span.start_time or 0, span.end_time or 0)
 
     def shutdown(self) -> None:
         """Nothing to flush: commits are synchronous."""
