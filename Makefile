@@ -3,28 +3,34 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+BASE := $(VENV)/.installed-base
+DEV := $(VENV)/.installed-dev
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+# The demo needs only the package; the test suite also needs the dev and postgres extras.
+$(BASE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,postgres]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install -q -e .
+	touch $(BASE)
 
-demo: $(STAMP)
+$(DEV): $(BASE)
+	$(BIN)/python -m pip install -q -e '.[dev,postgres]'
+	touch $(DEV)
+
+demo: $(BASE)
 	$(BIN)/spanpoint demo
 
-test: $(STAMP)
+test: $(DEV)
 	$(BIN)/ruff check src tests examples bench
 	bash scripts/test.sh
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
 
-bench: $(STAMP)
+bench: $(DEV)
 	$(BIN)/python bench/run.py
 
 clean:
