@@ -215,12 +215,11 @@ def _model_and_tool_panels() -> list:
     return [
         series(
             "Token usage by model",
-            "Tokens per second of executed chat calls, by model and type (collector-derived "
-            "spanpoint.span.token.usage; replayed calls spend none).",
+            "Tokens per second by model and token type (gen_ai.client.token.usage).",
             "short",
             query(
                 "sum by (gen_ai_request_model, gen_ai_token_type) "
-                f"(rate(spanpoint_span_token_usage_total{{{SERVICE}}}[$__rate_interval]))",
+                f"(rate(gen_ai_client_token_usage_sum{{{SERVICE}}}[$__rate_interval]))",
                 "{{gen_ai_request_model}} {{gen_ai_token_type}}",
             ),
         ),
