@@ -80,7 +80,7 @@ def detect_repeat(
         return None
     window = recent[-cfg.tool_repeat_window :]
     worst: tuple[int, str] | None = None
-    for key in dict.fromkeys(new_keys):
+    for key in new_keys if len(new_keys) == 1 else dict.fromkeys(new_keys):
         policy = cfg.policy(tool_of(key))
         threshold = cfg.tool_repeat_threshold
         if policy is not None:
@@ -148,12 +148,12 @@ def ingest_results(
     """Fold one step's tool results into the counters; return error-loop / no-progress hits.
 
     ``counters`` holds ``consecutive_errors``, ``error_tools``, ``seen_results`` and
-    ``no_progress_steps`` and is updated in place (the caller passes its own copy).
+    ``no_progress_steps``; its values are replaced, never mutated (pass a shallow copy).
     """
     if not results:
         return []
     seen: list[str] = counters["seen_results"]
-    progress = False
+    new: list[str] = []
     errors = 0
     for result in results:
         if result.is_error:
@@ -168,11 +168,11 @@ def ingest_results(
         fingerprint = hashlib.blake2b(
             f"{result.tool}\x00{result.content}".encode(), digest_size=6
         ).hexdigest()
-        if fingerprint not in seen:
-            progress = True
-            seen.append(fingerprint)
-    del seen[:-SEEN_RESULTS_LIMIT]
-    counters["no_progress_steps"] = 0 if progress else counters["no_progress_steps"] + 1
+        if fingerprint not in seen and fingerprint not in new:
+            new.append(fingerprint)
+    if new:  # replaced, never mutated: the previous state may still hold the old list
+        counters["seen_results"] = [*seen, *new][-SEEN_RESULTS_LIMIT:]
+    counters["no_progress_steps"] = 0 if new else counters["no_progress_steps"] + 1
     found = [_error_loop(counters, cfg)] if errors else []
     found.append(_no_progress(counters, results, cfg))
     return [d for d in found if d is not None]

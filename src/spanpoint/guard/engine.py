@@ -199,7 +199,6 @@ class GuardEngine:
         if marker == s["ingested"]:
             return []
         s["ingested"] = marker
-        s["seen_results"] = list(s["seen_results"])
         found = detectors.ingest_results(s, results, self.config)
         # An error-loop or no-progress episode ends when a step's results no longer show it.
         episode = s["episode"]
@@ -371,8 +370,7 @@ class GuardEngine:
 
 
 def _working_copy(state: dict[str, Any] | None, now: float | None) -> dict[str, Any]:
-    # Shallow copy: the lists inside are replaced, never mutated, except seen_results,
-    # which the ingest step copies before appending.
+    # Shallow copy: the lists and dicts inside are replaced, never mutated.
     if not state:
         return new_state(now=now)
     return dict(state)
