@@ -76,6 +76,22 @@ def ranking(title: str, description: str, expr: str, unit: str) -> table.Panel:
     )
 
 
+def spans_table(title: str, description: str, traceql: str) -> table.Panel:
+    """A full-width table of the spans a TraceQL query selects (Tempo)."""
+    target = (
+        tempo.TempoQuery()
+        .ref_id("A")
+        .datasource(TEMPO)
+        .query_type("traceql")
+        .query(traceql)
+        .table_type(SearchTableType.SPANS)
+        .limit(50)
+        .spss(200)
+    )
+    panel = table.Panel().title(title).description(description).datasource(TEMPO)
+    return panel.with_target(target).height(10).span(24)
+
+
 def p(quantile: float, selector: str, by: str, metric: str = DURATION) -> str:
     """PromQL for a latency quantile of a histogram, grouped by ``by``."""
     rate = f"rate({metric}{{{selector}}}[$__rate_interval])"
@@ -274,48 +290,21 @@ def run_detail() -> dash.Dashboard:
         )
     )
     board = board.with_panel(
-        table.Panel()
-        .title("Boundaries of run $run_id")
-        .description(
-            "Every boundary under the run's root spans, across attempts; a trace id opens it."
-        )
-        .datasource(TEMPO)
-        .with_target(
-            tempo.TempoQuery()
-            .ref_id("A")
-            .datasource(TEMPO)
-            .query_type("traceql")
-            .query(f"{run_filter} >> {{ span.spanpoint.boundary.kind != nil }} | {select}")
-            .table_type(SearchTableType.SPANS)
-            .limit(50)
-            .spss(200)
-        )
-        .height(12)
-        .span(24)
+        spans_table(
+            "Boundaries of run $run_id",
+            "Every boundary under the run's root spans, across attempts; a trace id opens it.",
+            f"{run_filter} >> {{ span.spanpoint.boundary.kind != nil }} | {select}",
+        ).height(12)
     )
     board = board.with_panel(
-        table.Panel()
-        .title("Graph calls of thread $thread_id")
-        .description(
-            "invoke_agent / invoke_workflow spans of one LangGraph thread (gen_ai.conversation.id)."
+        spans_table(
+            "Graph calls of thread $thread_id",
+            "invoke_agent / invoke_workflow spans of one LangGraph thread (conversation id).",
+            '{ span.gen_ai.conversation.id = "$thread_id"'
+            ' && span.spanpoint.boundary.kind = "graph_call" }'
+            " | select(span.spanpoint.replayed, span.langgraph.interrupt.count,"
+            " span.gen_ai.agent.checkpoint.id)",
         )
-        .datasource(TEMPO)
-        .with_target(
-            tempo.TempoQuery()
-            .ref_id("A")
-            .datasource(TEMPO)
-            .query_type("traceql")
-            .query(
-                '{ span.gen_ai.conversation.id = "$thread_id"'
-                ' && span.spanpoint.boundary.kind = "graph_call" }'
-                " | select(span.spanpoint.replayed, span.langgraph.interrupt.count,"
-                " span.gen_ai.agent.checkpoint.id)"
-            )
-            .table_type(SearchTableType.SPANS)
-            .limit(50)
-        )
-        .height(10)
-        .span(24)
     )
     return board.with_panel(
         series(
