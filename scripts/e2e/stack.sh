@@ -46,9 +46,9 @@ spawn() {  # spawn NAME CMD...: background, own process group, log and pid in $D
 start() {
   mkdir -p "$DIR"
   local otelcol jaeger prometheus
-  otelcol=$("$E2E/build_collector.sh")
-  jaeger=$("$E2E/build_jaeger.sh")
-  prometheus=$("$E2E/install_prometheus.sh")
+  otelcol=$(bash "$E2E/build_collector.sh")
+  jaeger=$(bash "$E2E/build_jaeger.sh")
+  prometheus=$(bash "$E2E/install_prometheus.sh")
 
   read -r OTLP_GRPC OTLP_HTTP HEALTH PROM_EXPORTER J_OTLP J_OTLP_HTTP J_QUERY J_GRPC PROM \
     T_OTLP T_OTLP_HTTP T_QUERY T_GRPC < <(free_ports 13)
