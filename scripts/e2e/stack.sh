@@ -46,8 +46,12 @@ spawn() {  # spawn NAME CMD...: background, own process group, log and pid in $D
 start() {
   mkdir -p "$DIR"
   local otelcol jaeger prometheus
+  # On a cold machine both builds start at once: one downloads modules while the other compiles.
+  bash "$E2E/build_jaeger.sh" >"$DIR/jaeger.path" &
+  local jaeger_build=$!
   otelcol=$(bash "$E2E/build_collector.sh")
-  jaeger=$(bash "$E2E/build_jaeger.sh")
+  wait "$jaeger_build" || { log "building Jaeger failed"; return 1; }
+  jaeger=$(cat "$DIR/jaeger.path")
   prometheus=$(bash "$E2E/install_prometheus.sh")
 
   read -r OTLP_GRPC OTLP_HTTP HEALTH PROM_EXPORTER J_OTLP J_OTLP_HTTP J_QUERY J_GRPC PROM \
