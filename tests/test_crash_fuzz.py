@@ -50,7 +50,7 @@ def check(trials: list[dict[str, Any]]) -> None:
             done = list(range(step + 1 if phase == "after_commit" else step))
             assert t["committed_before"] == done, where
     crashed = [t for t in trials if t["first"]["signal"] == 9]
-    assert len(crashed) >= TRIALS * 0.6, "too few trials actually crashed to prove anything"
+    assert len(crashed) >= TRIALS * 0.5, "too few trials actually crashed to prove anything"
 
 
 @pytest.mark.slow
