@@ -135,6 +135,10 @@ GRAPH_INPUT: Final = "spanpoint.graph.input"
 GRAPH_INTERRUPT_VALUES: Final = "spanpoint.graph.interrupt.values"
 STREAM_CLOSED_EARLY: Final = "spanpoint.stream.closed_early"
 
+# Durable waits (spanpoint.waits).
+WAIT_NAME: Final = "spanpoint.wait.name"
+EVENT_WAIT_RESOLVED: Final = "spanpoint.wait.resolved"
+
 # Log record event names.
 LOG_RUN_SUMMARY: Final = "spanpoint.run_summary"
 
@@ -142,10 +146,6 @@ LOG_RUN_SUMMARY: Final = "spanpoint.run_summary"
 METRIC_BOUNDARIES: Final = "spanpoint.boundaries"
 METRIC_GRAPH_CALLS: Final = "spanpoint.graph.calls"
 METRIC_GRAPH_CALL_DURATION: Final = "spanpoint.graph.call.duration"
-# Durable waits (spanpoint.waits).
-WAIT_NAME: Final = "spanpoint.wait.name"
-EVENT_WAIT_RESOLVED: Final = "spanpoint.wait.resolved"
-
 METRIC_INTERRUPTS: Final = "spanpoint.interrupts"
 METRIC_REPLAYS: Final = "spanpoint.replays"
 METRIC_GUARD_DETECTIONS: Final = "spanpoint.guard.detections"
