@@ -69,9 +69,7 @@ LANGGRAPH_INTERRUPT_COUNT: Final = "langgraph.interrupt.count"
 LANGGRAPH_INTERRUPT_IDS: Final = "langgraph.interrupt.ids"
 LANGGRAPH_NODE: Final = "langgraph.node"
 LANGGRAPH_STREAM_MODE: Final = "langgraph.stream.mode"
-LANGGRAPH_CHECKPOINT_ID: Final = "langgraph.checkpoint.id"
 LANGGRAPH_TASK_ID: Final = "langgraph.task.id"
-LANGGRAPH_INTERRUPT_ID: Final = "langgraph.interrupt.id"
 LANGGRAPH_CHECKPOINTER: Final = "langgraph.checkpointer"
 
 # --- spanpoint's own names -----------------------------------------------------------
@@ -125,7 +123,6 @@ STREAM_INDEX: Final = "spanpoint.stream.index"
 STREAM_KEYS: Final = "spanpoint.stream.keys"
 STREAM_CONTENT: Final = "spanpoint.stream.content"
 STREAM_CHUNKS: Final = "spanpoint.stream.chunks"
-STREAM_EVENTS_DROPPED: Final = "spanpoint.stream.events_dropped"
 EVENTS_DROPPED: Final = "spanpoint.events.dropped"
 
 # Graph calls: captured (redacted, bounded) call data, only as the capture policy allows.
