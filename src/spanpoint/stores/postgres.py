@@ -15,6 +15,7 @@ than the TTL; when the process dies the heartbeat stops and the lease expires ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -132,12 +133,17 @@ class PostgresStore:
         except psycopg.OperationalError as exc:
             # A dead server leaves dead connections in the pool: drop them now rather than
             # fail once per pooled connection after it comes back.
-            threading.Thread(target=self._pool.check, daemon=True).start()
+            threading.Thread(target=self._drop_dead_connections, daemon=True).start()
             raise StoreUnavailableError(
                 f"{self.description}: {operation} failed, the store is unreachable: {exc}"
             ) from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self.description}: {operation} failed: {exc}") from exc
+
+    def _drop_dead_connections(self) -> None:
+        # The pool may be closed meanwhile, or the server still away: nothing to do then.
+        with contextlib.suppress(psycopg.Error):
+            self._pool.check()
 
     def _fetchall(
         self, operation: str, query: str, params: Sequence[Any] | dict[str, Any]
