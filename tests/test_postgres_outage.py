@@ -116,3 +116,36 @@ def test_a_store_survives_a_server_restart(own_server: PgServer) -> None:
         assert attempts[-1] is not None and attempts.count(None) <= 1
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_without_strict_the_run_goes_on_uncommitted_and_says_so(
+    own_server: PgServer, tmp_path: Path
+) -> None:
+    dsn = own_server.fresh_database() + "?connect_timeout=2"
+    effects, ready, go = tmp_path / "fx", tmp_path / "ready", tmp_path / "go"
+    first = worker(dsn, effects, "--steps", "6", "--pause-in", "4", "--ready", str(ready),
+                   "--go", str(go))  # fmt: skip
+    try:
+        wait_for_file(ready, first)
+        own_server.control("pause")
+        go.touch()
+        out, err = first.communicate(timeout=180)
+    finally:
+        own_server.control("resume")
+    outputs = expected_outputs(6)
+    assert first.returncode == 0, err[-3000:]
+    assert json.loads(out)["result"] == outputs[-1]  # the application kept running
+    assert "could not commit boundary 'add'" in err and "unreachable" in err
+
+    store = PostgresStore(dsn)
+    try:
+        assert len(store.list_checkpoints("ticket-outage")) == 4
+    finally:
+        store.close()
+    rerun = worker(dsn, effects, "--steps", "6")
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err[-3000:]
+    assert json.loads(out)["result"] == outputs[-1]
+    counts = Counter(int(line.split()[0]) for line in effects.read_text().splitlines())
+    assert counts == Counter({0: 1, 1: 1, 2: 1, 3: 1, 4: 2, 5: 2})
