@@ -128,8 +128,12 @@ def _canonical_opaque(value: Any) -> Any:
         return {"__type__": f"{type(value).__module__}.{type(value).__qualname__}"}
 
 
+# One encoder for every fingerprint: json.dumps with options builds a new one per call.
+_STABLE_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _stable_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _STABLE_ENCODER.encode(value)
 
 
 def fingerprint(value: Any) -> str:
