@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -147,3 +148,24 @@ def test_callback_events_are_bounded_per_span(configured: Any) -> None:
     (busy,) = configured.spans("busy")
     assert len(busy.events) == MAX_EVENTS_PER_SPAN
     assert busy.attributes[semconv.EVENTS_DROPPED] == 10
+
+
+def test_callbacks_of_an_async_agent_land_on_the_call_spans(
+    configured: Any, tmp_path: Path
+) -> None:
+    agent = make_agent(tmp_path / "effects.txt", middleware=True)
+
+    async def run() -> None:
+        async with spanpoint.run("async-callbacks"):
+            config = {"callbacks": [SpanEventCallbackHandler()]}
+            async for _ in agent.astream(REQUEST, config, stream_mode="messages"):
+                pass
+
+    asyncio.run(run())
+    chats = configured.spans("chat")
+    assert [callback_types(s)[:1] + callback_types(s)[-1:] for s in chats] == [
+        ["llm_start", "llm_end"]
+    ] * 2
+    assert semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in chats[-1].attributes
+    (tool_span,) = configured.spans("execute_tool")
+    assert callback_types(tool_span) == ["tool_start", "tool_end"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 from langchain_core.tools import tool
@@ -73,10 +74,11 @@ def replay_flags(telemetry: Any) -> list[tuple[str, bool]]:
 
 
 def test_interrupt_and_resume_in_calls_mode_then_replay_the_whole_run(
-    configured: Any, tmp_path: Path
+    configured: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     effects = tmp_path / "effects.txt"
     _, done = start_and_resume(make_runner(effects))
+    assert "nothing to checkpoint" not in caplog.text  # the runner found the middleware
     assert read_effects(effects) == {"lookup_ticket": 1, "approve_ticket": 1}
     assert replay_flags(configured) == [
         ("chat fake-chat", False),
