@@ -65,8 +65,8 @@ class PostgresStore:
         self.description = _describe(dsn)
         self._heartbeat = LeaseHeartbeat(self._renew, name="spanpoint-lease-heartbeat")
         try:
-            timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 10)
-        except psycopg.Error as exc:
+            timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 0) or 10.0
+        except (psycopg.Error, ValueError) as exc:
             raise StoreUnavailableError(f"{self.description} is not a valid DSN: {exc}") from exc
         self._prepare(dsn, timeout)
         self._pool = ConnectionPool(
@@ -89,7 +89,9 @@ class PostgresStore:
         """Connect once, directly, and migrate: a wrong URL or a missing grant fails here at
         once with the server's own reason, not after a pool's retries."""
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=round(timeout)) as conn:
+            # libpq reads 0 as "wait forever" and rounds anything below 2 s up to 2 s.
+            wait = max(2, round(timeout))
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=wait) as conn:
                 self._migrate(conn)
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(
