@@ -110,6 +110,7 @@ def test_always_execute_tool_runs_again_and_disabled_tool_is_never_a_boundary(
     assert len(emails) == 2
     assert all(s.attributes[semconv.CALL_MODE] == "always_execute" for s in emails)
     assert all(semconv.CHECKPOINT_KEY not in s.attributes for s in emails)
+    assert all(s.attributes[semconv.RUN_ID] == "policy" for s in emails)  # still correlated
     assert configured.spans("execute_tool get_time") == []
     assert replayed_flags(configured, "chat") == [False, False, True, True]
 

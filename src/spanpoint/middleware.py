@@ -167,18 +167,26 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         """The capture policy in effect (the middleware's own, else ``configure``'s)."""
         return self._capture or settings().capture
 
-    def _mode(self, mode: CallMode) -> tuple[CallMode, bool]:
-        """The effective mode and whether a durable run is active."""
+    def _mode(self, mode: CallMode) -> tuple[CallMode, str | None]:
+        """The effective mode and the id of the active durable run, if any."""
         scope = current_run()
         if scope is None:
-            return mode, False
+            return mode, None
         nested = current_frame() is not scope.root  # inside another boundary
         if mode == "checkpoint" and self.policy.nested == "trace" and nested:
-            return "always_execute", True
-        return mode, True
+            return "always_execute", scope.run_id
+        return mode, scope.run_id
+
+    @staticmethod
+    def _not_replayed(attrs: dict[str, AttributeValue], mode: CallMode, run_id: str | None) -> None:
+        """Mark a call that executes every time, and tie it to its run for correlation."""
+        if mode == "always_execute":
+            attrs[semconv.CALL_MODE] = mode
+        if run_id is not None:
+            attrs[semconv.RUN_ID] = run_id
 
     def _model_spec(self, request: ModelRequest[Any]) -> BoundarySpec | None:
-        mode, in_run = self._mode(self.policy.model_mode())
+        mode, run_id = self._mode(self.policy.model_mode())
         if mode == "off":
             return None
         capture = self.capture
@@ -186,9 +194,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         attrs = model_call_attributes(
             provider, model_name, ls_params, capture, request.messages, request.system_message
         )
-        checkpoint = in_run and mode == "checkpoint"
-        if mode == "always_execute":
-            attrs[semconv.CALL_MODE] = mode
+        checkpoint = run_id is not None and mode == "checkpoint"
+        if not checkpoint:
+            self._not_replayed(attrs, mode, run_id)
         spec = BoundarySpec(
             kind=semconv.KIND_MODEL_CALL,
             name=model_name,
@@ -226,7 +234,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def _tool_spec(self, request: ToolCallRequest) -> BoundarySpec | None:
         call = request.tool_call
         name = str(call.get("name") or "tool")
-        mode, in_run = self._mode(self.policy.tool_mode(name))
+        mode, run_id = self._mode(self.policy.tool_mode(name))
         if mode == "off":
             return None
         capture = self.capture
@@ -234,9 +242,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         args = call.get("args")
         description = request.tool.description if request.tool is not None else None
         attrs = tool_call_attributes(name, call_id, description, args, capture)
-        checkpoint = in_run and mode == "checkpoint"
-        if mode == "always_execute":
-            attrs[semconv.CALL_MODE] = mode
+        checkpoint = run_id is not None and mode == "checkpoint"
+        if not checkpoint:
+            self._not_replayed(attrs, mode, run_id)
         spec = BoundarySpec(
             kind=semconv.KIND_TOOL_CALL,
             name=name,
