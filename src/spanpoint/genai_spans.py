@@ -1,0 +1,192 @@
+"""GenAI attributes of ``chat`` and ``execute_tool`` spans, in one place.
+
+The middleware (``spanpoint.middleware``) and the zero-code patches build their spans from
+these functions, so a model call or a tool call looks the same however it was traced: the
+request attributes when the span starts, the response attributes (also on a replayed span)
+when it ends, and message content only when the capture policy opts in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain.agents.middleware.types import ModelResponse
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.types import Command
+from opentelemetry.util.types import AttributeValue
+
+from spanpoint import semconv
+from spanpoint.capture import CapturePolicy, redact_text, truncate
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+#: LangChain provider ids whose GenAI ``gen_ai.provider.name`` well-known value differs.
+_PROVIDERS = {
+    "amazon_bedrock": "aws.bedrock",
+    "bedrock": "aws.bedrock",
+    "bedrock_converse": "aws.bedrock",
+    "google_genai": "gcp.gen_ai",
+    "google_vertexai": "gcp.vertex_ai",
+    "google_anthropic_vertex": "gcp.vertex_ai",
+    "azure": "azure.ai.openai",
+    "azure_openai": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "mistral": "mistral_ai",
+    "mistralai": "mistral_ai",
+    "xai": "x_ai",
+    "ibm": "ibm.watsonx.ai",
+}
+
+
+def model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
+    """``(provider, model name, LangSmith params)`` of a chat model, best effort."""
+    try:
+        ls_params: Mapping[str, Any] = model._get_ls_params()
+    except Exception:  # a model without LangSmith params still gets a span
+        ls_params = {}
+    provider = ls_params.get("ls_provider") or type(model).__name__.lower()
+    provider = _PROVIDERS.get(provider, provider)
+    name = (
+        ls_params.get("ls_model_name")
+        or getattr(model, "model_name", None)
+        or getattr(model, "model", None)
+        or type(model).__name__
+    )
+    return str(provider), str(name), ls_params
+
+
+def model_call_attributes(
+    provider: str,
+    model_name: str,
+    ls_params: Mapping[str, Any],
+    capture: CapturePolicy,
+    messages: Sequence[BaseMessage] | None = None,
+    system_message: BaseMessage | None = None,
+) -> dict[str, AttributeValue]:
+    """The start attributes of a ``chat {model}`` span (the middleware's and the zero-code
+    patches' alike): GenAI request attributes, and the messages only when capture opts in."""
+    attrs: dict[str, AttributeValue] = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
+        semconv.GEN_AI_PROVIDER_NAME: provider,
+        semconv.GEN_AI_REQUEST_MODEL: model_name,
+    }
+    for key, attr in (
+        ("ls_temperature", semconv.GEN_AI_REQUEST_TEMPERATURE),
+        ("ls_max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
+    ):
+        if isinstance(ls_params.get(key), int | float):
+            attrs[attr] = ls_params[key]
+    if capture.content_on_spans and messages is not None:
+        attrs[semconv.GEN_AI_INPUT_MESSAGES] = capture.to_json(genai_messages(messages))
+        if system_message is not None:
+            attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = capture.to_json(
+                [{"type": "text", "content": system_message.content}]
+            )
+    return attrs
+
+
+def tool_call_attributes(
+    name: str, call_id: Any, description: str | None, args: Any, capture: CapturePolicy
+) -> dict[str, AttributeValue]:
+    """The start attributes of an ``execute_tool {tool}`` span (middleware and patches)."""
+    attrs: dict[str, AttributeValue] = {
+        semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
+        semconv.GEN_AI_TOOL_NAME: name,
+        semconv.GEN_AI_TOOL_TYPE: "function",
+    }
+    if call_id:
+        attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
+    if description:
+        attrs[semconv.GEN_AI_TOOL_DESCRIPTION] = truncate(
+            redact_text(description), capture.max_bytes
+        )
+    if capture.content_on_spans:
+        attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = capture.to_json(args)
+    return attrs
+
+
+def tool_name(tool: BaseTool | dict[str, Any]) -> str:
+    """The name of a tool or of a provider tool definition."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    return str(tool.get("name") or tool.get("type") or "tool")
+
+
+# --- responses ---------------------------------------------------------------------------
+
+
+def _last_ai(response: Any) -> AIMessage | None:
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def describe_model_response(
+    response: Any, request_model: str, capture: CapturePolicy
+) -> dict[str, AttributeValue]:
+    """GenAI response attributes: response model, finish reasons, token usage."""
+    attrs: dict[str, AttributeValue] = {}
+    ai = _last_ai(response)
+    if ai is None:
+        return attrs
+    meta = ai.response_metadata or {}
+    attrs[semconv.GEN_AI_RESPONSE_MODEL] = str(
+        meta.get("model_name") or meta.get("model") or request_model
+    )
+    reason = meta.get("finish_reason") or meta.get("stop_reason")
+    if reason:
+        attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [str(reason)]
+    usage = ai.usage_metadata
+    if usage:
+        attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
+        attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
+    if capture.content_on_spans:
+        attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = capture.to_json(genai_messages([ai]))
+    return attrs
+
+
+def describe_tool_result(result: Any, capture: CapturePolicy) -> dict[str, AttributeValue]:
+    """Tool span attributes from its result: an error status, the result when opted in."""
+    attrs: dict[str, AttributeValue] = {}
+    if isinstance(result, ToolMessage):
+        if result.status == "error":
+            # LangChain turned the tool's exception into a message the model will read;
+            # the call is committed like any result so a replay feeds the model the same.
+            attrs[semconv.ERROR_TYPE] = "tool_error"
+        if capture.content_on_spans:
+            attrs[semconv.GEN_AI_TOOL_CALL_RESULT] = capture.to_json(result.content)
+    elif isinstance(result, Command):
+        attrs[semconv.TOOL_RESULT_TYPE] = "command"
+    return attrs
+
+
+def genai_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Messages in the GenAI conventions' JSON shape (role and parts), for opt-in capture."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        parts: list[dict[str, Any]] = []
+        if isinstance(message, ToolMessage):
+            parts.append(
+                {
+                    "type": "tool_call_response",
+                    "id": message.tool_call_id,
+                    "response": message.content,
+                }
+            )
+        elif message.content:
+            parts.append({"type": "text", "content": message.content})
+        for call in getattr(message, "tool_calls", None) or ():
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "id": call.get("id"),
+                    "name": call.get("name"),
+                    "arguments": call.get("args"),
+                }
+            )
+        out.append({"role": _ROLES.get(message.type, message.type), "parts": parts})
+    return out
