@@ -89,6 +89,12 @@ def test_interrupt_then_resume_on_the_same_thread_both_calls_are_boundaries(conf
     spans = configured.spans("invoke_workflow review")
     assert [s.attributes[semconv.REPLAYED] for s in spans] == [True, True]
     assert all(len(s.links) == 1 for s in spans)
+    # A replayed call tells the same lifecycle story: paused, then resumed.
+    assert [e.name for e in spans[0].events if e.name.startswith("gen_ai.agent.")] == [
+        semconv.EVENT_AGENT_CHECKPOINTED,
+        semconv.EVENT_AGENT_PAUSED,
+    ]
+    assert semconv.EVENT_AGENT_RESUMED in [e.name for e in spans[1].events]
 
 
 def parallel_interrupts_graph() -> Any:

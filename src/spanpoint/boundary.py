@@ -56,6 +56,8 @@ class BoundarySpec:
         replay: False makes the boundary a plain span even inside a run.
         view: a small redacted JSON-safe description kept with the checkpoint.
         describe: attributes derived from the output, set on executed and replayed spans.
+        on_replay: called with the replay span and the stored output, to add what the
+            execution would have added while running (lifecycle events, for example).
         encode / decode: map the output to and from what is serialized.
     """
 
@@ -69,6 +71,7 @@ class BoundarySpec:
     replay: bool = True
     view: dict[str, Any] = field(default_factory=dict)
     describe: Callable[[Any], Mapping[str, AttributeValue]] | None = None
+    on_replay: Callable[[trace.Span, Any], None] | None = None
     encode: Callable[[Any], Any] | None = None
     decode: Callable[[Any], Any] | None = None
 
@@ -162,6 +165,11 @@ class _Call:
             links=[Link(original, {"spanpoint.link": "original_execution"})],
         )
         self._describe(span, output)
+        if self.spec.on_replay is not None and span.is_recording():
+            try:
+                self.spec.on_replay(span, output)
+            except Exception as exc:  # observability is best effort
+                span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exc}"])
         span.set_status(Status(StatusCode.OK))
         span.end()
         self._journal(scope, span, "replayed", None)

@@ -96,6 +96,7 @@ class GraphCall:
             attributes=self._attributes(req),
             view={"graph": self.runner.name, "thread_id": req.thread_id, "resume": req.is_resume},
             describe=result_attributes,
+            on_replay=lambda span, result: self._replay_events(span, req, result),
             encode=encode_result,
             decode=decode_result,
         )
@@ -167,6 +168,11 @@ class GraphCall:
                 span=span,
                 policy=self.runner.policy,
             )
+
+    def _replay_events(self, span: trace.Span, req: RunRequest, result: RunResult) -> None:
+        # A replayed call tells the same lifecycle story as the execution it stands for.
+        self._on_start(span, req)
+        self._lifecycle_events(span, result)
 
     def _finish(self, span: trace.Span, req: RunRequest, output: Any, snapshot: Any) -> RunResult:
         ctx = span.get_span_context()
