@@ -80,9 +80,14 @@ def _run(args: list[str], env: dict[str, str], cwd: Path) -> None:
 def runs(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Runs:
     """Every workload, twice, a few seconds apart: rates need a second sample to be non-zero."""
     work = tmp_path_factory.mktemp("workloads")
-    env = {**os.environ, **stack.env, "OTEL_SERVICE_NAME": SERVICE}
-    for local in ("SPANPOINT_TRACE_FILE", "SPANPOINT_STORE"):
-        env.pop(local, None)
+    # Nothing from the caller's OTEL_* (a signal-specific endpoint would win over ours) and no
+    # local trace file or store override: the workloads behave as a user's shell would.
+    inherited = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("OTEL_") and key not in ("SPANPOINT_TRACE_FILE", "SPANPOINT_STORE")
+    }
+    env = {**inherited, **stack.env, "OTEL_SERVICE_NAME": SERVICE}
     spanpoint_cli = str(Path(sys.executable).with_name("spanpoint"))
     runs = Runs(demo=[], guard=[], probe=f"probe-{uuid.uuid4().hex[:8]}")
     for round_ in range(2):
