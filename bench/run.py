@@ -39,7 +39,12 @@ OTEL_GENAI_PACKAGES = ("opentelemetry-instrumentation-genai-langchain", "opentel
 
 # RSS growth is a spanpoint target (the uninstrumented process is the control); the
 # competitors keep no state across invokes worth 10,000 more invokes of machine time.
-RSS_SETUPS = ("none", "spanpoint_zero_code", "spanpoint_graph_call", "spanpoint_replay")
+RSS_SETUPS = (
+    "none",
+    "spanpoint_zero_code",
+    "spanpoint_graph_call",
+    "spanpoint_replay",
+)
 
 
 class Plan:
@@ -47,18 +52,16 @@ class Plan:
 
     def __init__(self, quick: bool) -> None:
         self.quick = quick
-        self.rounds = 5 if quick else 15
+        # Many short rounds: each setup sees every phase of the machine's load.
+        self.rounds = 8 if quick else 30
         self.batch = (
-            {"linear": 20, "agent": 4, "agent_async": 4}
+            {"linear": 10, "agent": 2, "agent_async": 2}
             if quick
-            else {
-                "linear": 40,
-                "agent": 8,
-                "agent_async": 8,
-            }
+            else {"linear": 20, "agent": 4, "agent_async": 4}
         )
+
         self.rss_invokes = 1_000 if quick else 10_000
-        self.imports = 3 if quick else 7
+        self.imports = 3 if quick else 5
 
 
 # --- the official instrumentation's venv ---------------------------------------------------
@@ -173,7 +176,9 @@ def bench_workload(workload: str, names: list[str], plan: Plan) -> dict[str, dic
             workers[setup] = Worker(python, setup, workload)
         except RuntimeError as exc:
             print(f"[bench] {workload}/{setup}: {exc}", file=sys.stderr)
-    samples = {s: {"wall": [], "cpu": [], "spans": 0} for s in workers}
+    samples: dict[str, dict[str, Any]] = {
+        s: {"wall": [], "cpu": [], "spans": 0, "round_wall": [], "round_cpu": []} for s in workers
+    }
     order = list(workers)
     try:
         for r in range(plan.rounds):
@@ -183,6 +188,8 @@ def bench_workload(workload: str, names: list[str], plan: Plan) -> dict[str, dic
                 samples[setup]["wall"] += got["wall_ns"]
                 samples[setup]["cpu"] += got["cpu_ns"]
                 samples[setup]["spans"] += got["spans"]
+                samples[setup]["round_wall"].append(statistics.median(got["wall_ns"]))
+                samples[setup]["round_cpu"].append(statistics.median(got["cpu_ns"]))
             print(f"[bench] {workload}: round {r + 1}/{plan.rounds}", file=sys.stderr)
         rss = {}
         if workload == "linear" and plan.rss_invokes:
@@ -199,6 +206,8 @@ def bench_workload(workload: str, names: list[str], plan: Plan) -> dict[str, dic
         n = len(data["wall"])
         results[setup] = {
             "n": n,
+            "paired_wall_ratio": _paired(data["round_wall"], samples.get("none", {})),
+            "paired_cpu_ratio": _paired(data["round_cpu"], samples.get("none", {}), "round_cpu"),
             "wall_median_us": statistics.median(data["wall"]) / 1e3,
             "wall_p95_us": p95(data["wall"]) / 1e3,
             "cpu_median_us": statistics.median(data["cpu"]) / 1e3,
@@ -208,6 +217,17 @@ def bench_workload(workload: str, names: list[str], plan: Plan) -> dict[str, dic
             growth = rss[setup]["rss_after"] - rss[setup]["rss_before"]
             results[setup]["rss_growth_mb"] = growth / 2**20
     return results
+
+
+def _paired(rounds: list[float], base: dict[str, Any], key: str = "round_wall") -> float:
+    """Median over rounds of this round's median / the uninstrumented one's in that round.
+
+    Rounds are adjacent in time, so a ratio within a round cancels the load drift that
+    separate medians of a busy machine keep.
+    """
+    if not base:
+        return float("nan")
+    return statistics.median(a / b for a, b in zip(rounds, base[key], strict=True))
 
 
 # --- import time ----------------------------------------------------------------------------
@@ -316,18 +336,18 @@ def table(workload: str, results: dict[str, dict[str, Any]]) -> str:
     base = results.get("none")
     rows = [
         f"### {workload}\n",
-        "| setup | median µs | ratio | p95 µs | CPU median µs | CPU ratio | spans/invoke "
-        "| RSS growth MB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| setup | median µs | ratio | paired ratio | p95 µs | CPU median µs | CPU ratio "
+        "| paired CPU ratio | spans/invoke | RSS growth MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for setup, r in results.items():
         ratio = r["wall_median_us"] / base["wall_median_us"] if base else float("nan")
         cpu_ratio = r["cpu_median_us"] / base["cpu_median_us"] if base else float("nan")
         rss = f"{r['rss_growth_mb']:.2f}" if "rss_growth_mb" in r else "–"
         rows.append(
-            f"| {setup} | {r['wall_median_us']:.0f} | {ratio:.3f} | {r['wall_p95_us']:.0f} "
-            f"| {r['cpu_median_us']:.0f} | {cpu_ratio:.3f} | {r['spans_per_invoke']:.1f} "
-            f"| {rss} |"
+            f"| {setup} | {r['wall_median_us']:.0f} | {ratio:.3f} | {r['paired_wall_ratio']:.3f} "
+            f"| {r['wall_p95_us']:.0f} | {r['cpu_median_us']:.0f} | {cpu_ratio:.3f} "
+            f"| {r['paired_cpu_ratio']:.3f} | {r['spans_per_invoke']:.1f} | {rss} |"
         )
     return "\n".join(rows)
 

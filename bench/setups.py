@@ -7,8 +7,10 @@ only counts. Export cost is therefore the same (nearly nil) for everybody; what 
 the instrumentation itself.
 
 ``make(setup, workload, store_dir, telemetry)`` returns an :class:`Invoker` whose ``call(i)``
-performs the ``i``-th invoke. Durable setups open one ``spanpoint.run`` per invoke (a run per
-ticket, as users write them), so their numbers include the run's own span and store writes.
+performs the ``i``-th invoke. ``spanpoint_graph_call`` and ``spanpoint_calls`` measure the
+boundaries: one ``spanpoint.run`` stays open over each timed batch (opened and closed outside the
+timings). ``spanpoint_graph_call_run`` and ``spanpoint_replay`` open a run per invoke, as a
+ticket-per-run job does, so they include the run's own span and its two store writes.
 """
 
 from __future__ import annotations
@@ -40,11 +42,16 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         workloads.WORKLOADS,
     ),
     "spanpoint_graph_call": (
-        "spanpoint GraphRunner graph_call inside a run, SQLite store",
+        "spanpoint GraphRunner graph_call boundary committed to SQLite (run open over the batch)",
+        workloads.WORKLOADS,
+    ),
+    "spanpoint_graph_call_run": (
+        "the same with a spanpoint.run per invoke (its span, start and end writes included)",
         workloads.WORKLOADS,
     ),
     "spanpoint_calls": (
-        "spanpoint calls strategy (CheckpointMiddleware) inside a run, SQLite store",
+        "spanpoint calls strategy: every model and tool call a boundary committed to SQLite "
+        "(run open over the batch)",
         ("agent", "agent_async"),
     ),
     "spanpoint_replay": (
@@ -119,10 +126,21 @@ class Telemetry:
 
 
 class Invoker:
-    """Performs the ``i``-th invoke of a workload under a setup."""
+    """Performs the ``i``-th invoke of a workload under a setup.
 
-    def __init__(self, call: Callable[[int], Any]) -> None:
+    ``open_batch`` / ``close_batch`` run around each timed batch, outside the timings: the
+    durable setups that measure the boundary open one ``spanpoint.run`` there.
+    """
+
+    def __init__(
+        self,
+        call: Callable[[int], Any],
+        open_batch: Callable[[], None] | None = None,
+        close_batch: Callable[[], None] | None = None,
+    ) -> None:
         self.call = call
+        self.open_batch = open_batch or (lambda: None)
+        self.close_batch = close_batch or (lambda: None)
 
 
 # --- building blocks ----------------------------------------------------------------------
@@ -157,22 +175,27 @@ def _plain_call(workload: str, graph: Any) -> Callable[[int], Any]:
 
 
 def _runner_call(
-    workload: str, runner: Any, run_ids: Callable[[], str], thread_ids: Callable[[], str]
+    workload: str, runner: Any, run_ids: Callable[[], str] | None, thread_ids: Callable[[], str]
 ) -> Callable[[int], Any]:
-    """``runner.invoke`` / ``ainvoke`` inside ``spanpoint.run(run_ids())``."""
+    """``runner.invoke`` / ``ainvoke``, inside ``spanpoint.run(run_ids())`` when given."""
+    import contextlib
+
     import spanpoint
+
+    def scope() -> Any:
+        return spanpoint.run(run_ids()) if run_ids else contextlib.nullcontext()
 
     if workload != "agent_async":
 
         def call(i: int) -> Any:
-            with spanpoint.run(run_ids()):
+            with scope():
                 return runner.invoke(_input(workload, i), thread_id=thread_ids())
 
         return call
     loop = asyncio.new_event_loop()
 
     async def acall(i: int) -> Any:
-        async with spanpoint.run(run_ids()):
+        with scope():
             return await runner.ainvoke(_input(workload, i), thread_id=thread_ids())
 
     return lambda i: loop.run_until_complete(acall(i))
@@ -215,8 +238,13 @@ def _fresh_ids(prefix: str) -> Callable[[], str]:
     return lambda: f"{prefix}-{next(counter)}"
 
 
-def _spanpoint_durable(strategy: str) -> Callable[[str, Path, Telemetry], Invoker]:
+def _spanpoint_durable(
+    strategy: str, run_per_invoke: bool
+) -> Callable[[str, Path, Telemetry], Invoker]:
+    """GraphRunner in a run: one run per batch (the boundaries' cost) or per invoke."""
+
     def build(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+        import spanpoint
         from spanpoint.graph import GraphRunner
         from spanpoint.middleware import CheckpointMiddleware
 
@@ -224,7 +252,20 @@ def _spanpoint_durable(strategy: str) -> Callable[[str, Path, Telemetry], Invoke
         middleware = [CheckpointMiddleware()] if strategy == "calls" else []
         graph = _graph_for(workload, middleware)
         runner = GraphRunner(graph, name=workload, strategy=strategy)  # type: ignore[arg-type]
-        return Invoker(_runner_call(workload, runner, _fresh_ids("run"), _fresh_ids("t")))
+        run_ids = _fresh_ids("run")
+        if run_per_invoke:
+            return Invoker(_runner_call(workload, runner, run_ids, _fresh_ids("t")))
+        batch: list[Any] = []
+
+        def open_batch() -> None:
+            batch.append(spanpoint.run(run_ids()))
+            batch[-1].__enter__()
+
+        def close_batch() -> None:
+            batch.pop().__exit__(None, None, None)
+
+        call = _runner_call(workload, runner, None, _fresh_ids("t"))
+        return Invoker(call, open_batch, close_batch)
 
     return build
 
@@ -273,8 +314,9 @@ def _otel_genai(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker
 _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
     "none": _none,
     "spanpoint_zero_code": _spanpoint_zero_code,
-    "spanpoint_graph_call": _spanpoint_durable("graph_call"),
-    "spanpoint_calls": _spanpoint_durable("calls"),
+    "spanpoint_graph_call": _spanpoint_durable("graph_call", run_per_invoke=False),
+    "spanpoint_graph_call_run": _spanpoint_durable("graph_call", run_per_invoke=True),
+    "spanpoint_calls": _spanpoint_durable("calls", run_per_invoke=False),
     "spanpoint_replay": _spanpoint_replay,
     "openinference": _openinference,
     "openllmetry": _openllmetry,

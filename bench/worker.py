@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import setups
 
 WARMUP = 30
+RSS_BATCH = 100  # invokes per run when a setup keeps a run open over a batch
 
 
 def rss_bytes() -> int:
@@ -41,12 +42,14 @@ def main() -> None:
     telemetry = setups.Telemetry()
     invoker = setups.make(setup, workload, store_dir, telemetry)
     counter = iter(range(1, 1 << 62))
+    invoker.open_batch()
     for _ in range(WARMUP):
         invoker.call(next(counter))
     if workload != "linear":
         from workloads import check_agent_output
 
         check_agent_output(invoker.call(next(counter)))
+    invoker.close_batch()
     _reply({"ready": True, "pid": os.getpid()})
     for line in sys.stdin:
         command = json.loads(line)
@@ -57,8 +60,12 @@ def main() -> None:
         elif command["op"] == "rss":
             gc.collect()
             before = rss_bytes()
-            for _ in range(command["n"]):
+            for done in range(command["n"]):
+                if done % RSS_BATCH == 0:
+                    invoker.open_batch()
                 invoker.call(next(counter))
+                if done % RSS_BATCH == RSS_BATCH - 1 or done == command["n"] - 1:
+                    invoker.close_batch()
             gc.collect()
             _reply({"rss_before": before, "rss_after": rss_bytes()})
 
@@ -67,6 +74,7 @@ def _batch(invoker: setups.Invoker, counter: object, n: int, telemetry: setups.T
     wall, cpu = [], []
     spans_before = telemetry.spans.count
     perf, proc = time.perf_counter_ns, time.process_time_ns
+    invoker.open_batch()
     for _ in range(n):
         i = next(counter)  # type: ignore[call-overload]
         w0, c0 = perf(), proc()
@@ -74,6 +82,7 @@ def _batch(invoker: setups.Invoker, counter: object, n: int, telemetry: setups.T
         c1, w1 = proc(), perf()
         wall.append(w1 - w0)
         cpu.append(c1 - c0)
+    invoker.close_batch()
     return {"wall_ns": wall, "cpu_ns": cpu, "spans": telemetry.spans.count - spans_before}
 
 
