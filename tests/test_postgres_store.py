@@ -85,12 +85,12 @@ def test_the_password_never_reaches_a_description_or_an_error(pg_dsn: str) -> No
 def test_a_live_store_renews_its_leases_past_the_ttl(pg_dsn: str) -> None:
     holder, rival = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
     try:
-        first = holder.claim("long-body", "pod-a:1:aaa", 0.6)
+        first = holder.claim("long-body", "pod-a:1:aaa", 1.2)
         assert first.state == "acquired" and first.expires_at is not None
-        time.sleep(1.5)  # 2.5 TTLs: without the heartbeat the lease would be gone
+        time.sleep(3.0)  # 2.5 TTLs: without the heartbeat the lease would be gone
         held = rival.claim("long-body", "pod-b:2:bbb", 30.0)
         assert held.state == "held" and held.owner == "pod-a:1:aaa"
-        assert held.expires_at is not None and held.expires_at > first.expires_at + 0.6
+        assert held.expires_at is not None and held.expires_at > first.expires_at + 1.2
         assert holder.put(checkpoint("long-body"), owner="pod-a:1:aaa")
         assert rival.claim("long-body", "pod-b:2:bbb", 30.0).state == "committed"
     finally:

@@ -241,11 +241,11 @@ def test_an_expired_lease_can_be_taken(subject: Subject) -> None:
     # The holder is another handle, closed as a crashed worker's would be: a live PostgresStore
     # renews the leases it holds (see test_postgres_store.py).
     holder = subject.reopen() if subject.address else store
-    holder.claim("k1", "host-a:1:aaa", 0.3)
+    holder.claim("k1", "host-a:1:aaa", 1.0)
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
     if holder is not store:
         holder.close()
-    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
-    time.sleep(0.5)
+    time.sleep(1.3)
     taken = store.claim("k1", "host-b:2:bbb", 30.0)
     assert taken.state == "acquired" and taken.owner == "host-b:2:bbb"
     assert store.claim("k1", "host-a:1:aaa", 30.0).state == "held"
@@ -327,12 +327,12 @@ def test_gc_deletes_old_runs_with_everything_they_own(subject: Subject) -> None:
     store.put(cp("old-k", run_id="old"))
     store.finish_run("old", "completed", [record("old", 1, "old-k")])
     store.record_wait("old", "w", None, None)
-    time.sleep(0.6)
+    time.sleep(1.5)
     store.start_run("new", None)
     store.put(cp("new-k", run_id="new"))
     store.record_wait("new", "w", None, None)
     assert store.delete_runs_older_than(3600) == 0
-    assert store.delete_runs_older_than(0.3) == 1
+    assert store.delete_runs_older_than(0.75) == 1  # margins for a loaded machine
     assert store.get_run("old") is None and store.get("old-k") is None
     assert store.list_journal("old") == [] and store.list_checkpoints("old") == []
     assert [w.run_id for w in store.list_waits()] == ["new"]
