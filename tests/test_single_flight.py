@@ -44,10 +44,15 @@ def spawn(
     """Start a worker; ``pod`` runs it under that host name in a UTS namespace of its own."""
     argv = [sys.executable, str(WORKER), address, run_id, str(effects), *extra]
     if pod is not None:
-        if os.geteuid() != 0 or shutil.which("unshare") is None:
-            pytest.skip("a worker on 'another pod' needs root and unshare(1) for a UTS namespace")
+        require_pods()
         argv = ["unshare", "--uts", "sh", "-c", f'hostname {pod} && exec "$@"', "sh", *argv]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def require_pods() -> None:
+    """Skip (before any worker starts) when a worker on 'another pod' cannot be made here."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a worker on 'another pod' needs root and unshare(1) for a UTS namespace")
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, float]:
@@ -109,6 +114,7 @@ def test_a_sigkilled_workers_boundary_runs_again_after_its_lease_expires_and_not
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     address, effects, ready = address_of(kind, request, tmp_path), tmp_path / "fx", tmp_path / "r"
+    require_pods()
     ttl, go = 4.0, tmp_path / "go"
     # The successor warms up first and waits at a closed start line, so that the holder's
     # lease (SQLite's is not renewed) is young when the successor arrives at its boundary.
@@ -158,12 +164,17 @@ def test_a_waiter_gives_up_with_a_clear_error_when_the_lease_is_never_freed(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     address, effects, ready = address_of(kind, request, tmp_path), tmp_path / "fx", tmp_path / "r"
+    require_pods()
+    go = tmp_path / "go"
+    waiter = spawn(address, "ticket-10", effects, "--wait-timeout", "1.5", "--barrier", str(go))
+    wait_for_file(tmp_path / f"go.{waiter.pid}.ready", waiter)  # warm before the lease starts
     holder = spawn(
-        address, "ticket-10", effects, "--hold-in", "0", "--ready", str(ready), pod="pod-a"
-    )
+        address, "ticket-10", effects, "--hold-in", "0", "--ready", str(ready), "--ttl", "60",
+        pod="pod-a",
+    )  # fmt: skip
     try:
         wait_for_file(ready, holder)
-        waiter = spawn(address, "ticket-10", effects, "--wait-timeout", "1.5")
+        go.touch()
         _, err = waiter.communicate(timeout=60)
         assert waiter.returncode != 0
         assert "LeaseTimeoutError" in err and "'add'" in err and "ticket-10" in err
