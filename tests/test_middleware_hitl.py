@@ -162,3 +162,17 @@ def test_outside_a_run_an_interrupting_tool_is_paused_not_failed(
     (span,) = configured.spans("execute_tool refund")
     assert span.status.status_code is not StatusCode.ERROR
     assert [e.name for e in span.events] == [semconv.EVENT_AGENT_PAUSED]
+
+
+def test_inside_a_run_an_interrupting_tool_is_paused_not_failed(
+    configured: Any, tmp_path: Path
+) -> None:
+    agent = make_interrupting_agent(tmp_path / "effects.txt")
+    with spanpoint.run("refund-5") as run:
+        agent.invoke(REQUEST, {"configurable": {"thread_id": "t-5"}})
+    (span,) = configured.spans("execute_tool refund")
+    assert span.status.status_code is not StatusCode.ERROR
+    assert [e.name for e in span.events] == [semconv.EVENT_AGENT_PAUSED]
+    assert run.status == "completed"
+    journal = configured.store.list_journal("refund-5")
+    assert [(j.kind, j.status) for j in journal] == [("tool_call", "interrupted")]

@@ -281,15 +281,24 @@ class _Execution:
         return output
 
     def fail(self, exc: BaseException) -> None:
-        """End the span with ERROR and the exception; commit nothing; free the lease."""
+        """End the span with ERROR and the exception; commit nothing; free the lease.
+
+        LangGraph's control-flow exceptions (``interrupt()``, a ``Command`` for the parent
+        graph) are not failures: the span ends without ERROR — a pause is an event — and, as
+        for any span that did not end OK, nothing is committed.
+        """
         call, span, scope = self.call, self.span, self.call.scope
         if self.staged is not None:  # staged, then failed before the span ended (strict mode)
             ctx = span.get_span_context()
             processor.unstage(ctx.trace_id, ctx.span_id)
+        control_flow = _is_graph_control_flow(exc)
         if span.is_recording():
-            span.record_exception(exc)
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            if type(exc).__name__ == "GraphInterrupt":
+                span.add_event(semconv.EVENT_AGENT_PAUSED, _interrupt_attributes(exc))
+            elif not control_flow:
+                span.record_exception(exc)
+                span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         span.end()
         if scope is None:
             return
@@ -298,7 +307,10 @@ class _Execution:
                 scope.store.release(call.key, scope.owner)
             except StoreError as err:
                 scope.warn(f"could not release the lease of {call.path!r}: {err}")
-        call._journal(scope, span, "error", f"{type(exc).__name__}: {exc}")
+        if control_flow:
+            call._journal(scope, span, "interrupted", None)
+        else:
+            call._journal(scope, span, "error", f"{type(exc).__name__}: {exc}")
 
     def end(self) -> None:
         """End the span; the processor commits. Report a commit that did not happen."""
@@ -354,6 +366,23 @@ class _Execution:
             )
         if scope.strict:
             raise StoreError(f"commit of {staged.checkpoint.path!r} failed: {staged.error}")
+
+
+def _is_graph_control_flow(exc: BaseException) -> bool:
+    """Whether ``exc`` is LangGraph's GraphBubbleUp (an interrupt or a parent Command).
+
+    Matched by class name so that spanpoint's core does not import LangGraph's runtime.
+    """
+    return any(
+        c.__name__ == "GraphBubbleUp" and c.__module__ == "langgraph.errors"
+        for c in type(exc).__mro__
+    )
+
+
+def _interrupt_attributes(exc: BaseException) -> dict[str, AttributeValue]:
+    interrupts = exc.args[0] if exc.args and isinstance(exc.args[0], list | tuple) else ()
+    ids = [str(getattr(i, "id", "")) for i in interrupts]
+    return {semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids), semconv.LANGGRAPH_INTERRUPT_IDS: ids}
 
 
 def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

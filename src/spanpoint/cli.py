@@ -145,7 +145,12 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
 
 
-_MARKS = {"ok": "[green]✓ executed[/]", "replayed": "[cyan]↺ replayed[/]", "error": "[red]✗ failed"}
+_MARKS = {
+    "ok": "[green]✓ executed[/]",
+    "replayed": "[cyan]↺ replayed[/]",
+    "interrupted": "[yellow]⏸ interrupted[/]",
+    "error": "[red]✗ failed",
+}
 
 
 def _duration(start_ns: int, end_ns: int) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted"]
-BoundaryStatus = Literal["ok", "error", "replayed"]
+BoundaryStatus = Literal["ok", "error", "replayed", "interrupted"]
 ClaimState = Literal["committed", "acquired", "held"]
 
 
@@ -53,7 +53,7 @@ class Checkpoint:
 
 @dataclass(frozen=True, slots=True)
 class BoundaryRecord:
-    """One boundary as one attempt saw it: executed ok, failed, or replayed."""
+    """One boundary as one attempt saw it: executed ok, failed, replayed, or interrupted."""
 
     run_id: str
     attempt: int
