@@ -196,3 +196,21 @@ def test_calls_strategy_writes_one_summary_per_run_with_call_counters(
     # The graph ran again (calls mode has no outer boundary) but its model call replayed.
     assert second["counters"]["boundaries_replayed"] == 1
     assert second["counters"]["node.model"] == 1
+
+
+def test_calls_strategy_summary_can_be_switched_off_by_the_call_policy(
+    configured, signals: Signals
+) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from fakes import ConversationModel
+
+    quiet = spanpoint.CheckpointMiddleware(spanpoint.CallCheckpointPolicy(summary=False))
+    agent = create_agent(ConversationModel(final="done"), [], middleware=[quiet])
+    with spanpoint.run("S-5"):
+        GraphRunner(agent, name="agent", strategy="calls").invoke(
+            {"messages": [HumanMessage("hi")]}, thread_id="t"
+        )
+    assert signals.summaries() == []
+    assert configured.spans("invoke_agent agent")  # still traced

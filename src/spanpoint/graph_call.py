@@ -255,6 +255,8 @@ class GraphCall:
         counters: Mapping[str, int] | None = None,
         strategy: str | None = None,
     ) -> None:
+        if not self.info.calls_summary and self.runner.strategy == "calls":
+            return  # CallCheckpointPolicy(summary=False) on the agent's middleware
         all_counters = dict(_output_counters(result))
         all_counters.update(counters or {})
         summary = build_summary(

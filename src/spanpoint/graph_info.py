@@ -29,6 +29,8 @@ class GraphInfo:
     checkpointer_type: str | None
     has_state: bool
     warnings: tuple[str, ...]
+    #: With ``strategy="calls"``: whether the middleware asks for the aggregate run summary.
+    calls_summary: bool = True
 
 
 def inspect_graph(
@@ -61,7 +63,8 @@ def inspect_graph(
         raise MissingCheckpointerError(problem + " (require_checkpointer=True)")
     if problem and (durability.warn_in_process or not has_saver):
         warnings.append(problem)
-    if strategy == "calls" and not has_checkpoint_middleware(graph):
+    middleware = find_checkpoint_middleware(graph) if strategy == "calls" else None
+    if strategy == "calls" and middleware is None:
         warnings.append(
             "strategy='calls' but the graph has no spanpoint.middleware.CheckpointMiddleware: "
             "there is nothing to checkpoint; add it to create_agent(middleware=[...]) or use "
@@ -74,11 +77,12 @@ def inspect_graph(
         checkpointer_type=type(saver).__name__ if has_saver else None,
         has_state=has_saver and callable(getattr(graph, "get_state", None)),
         warnings=tuple(warnings),
+        calls_summary=middleware is None or middleware.policy.summary,
     )
 
 
-def has_checkpoint_middleware(graph: Any) -> bool:
-    """Whether a ``create_agent`` graph was built with spanpoint's ``CheckpointMiddleware``.
+def find_checkpoint_middleware(graph: Any) -> Any:
+    """The ``CheckpointMiddleware`` a ``create_agent`` graph was built with, or None.
 
     Middleware that only wraps model/tool calls adds no graph node: it lives in the closures
     of the ``model`` and ``tools`` nodes, so those are searched (a few levels deep).
@@ -86,22 +90,28 @@ def has_checkpoint_middleware(graph: Any) -> bool:
     try:
         from spanpoint.middleware import CheckpointMiddleware
     except ImportError:
-        return False
+        return None
     nodes = getattr(graph, "nodes", None) or {}
     seen: set[int] = set()
-    return any(
-        _holds(getattr(node, "bound", node), CheckpointMiddleware, seen, 0)
-        for node in nodes.values()
-    )
+    for node in nodes.values():
+        found = _find(getattr(node, "bound", node), CheckpointMiddleware, seen, 0)
+        if found is not None:
+            return found
+    return None
 
 
-def _holds(obj: Any, cls: type, seen: set[int], depth: int) -> bool:
-    """Whether ``obj`` is, or reaches through closures, bound methods, ``func``/``afunc``
-    attributes, sequences or instance attributes, an instance of ``cls``."""
+def has_checkpoint_middleware(graph: Any) -> bool:
+    """Whether a ``create_agent`` graph was built with spanpoint's ``CheckpointMiddleware``."""
+    return find_checkpoint_middleware(graph) is not None
+
+
+def _find(obj: Any, cls: type, seen: set[int], depth: int) -> Any:
+    """``obj`` if it is an instance of ``cls``, else the first one reached through closures,
+    bound methods, ``func``/``afunc`` attributes, sequences or instance attributes."""
     if isinstance(obj, cls):
-        return True
+        return obj
     if depth > 6 or id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float):
-        return False
+        return None
     seen.add(id(obj))
     children: list[Any] = [getattr(obj, "__self__", None)]
     children.extend(getattr(obj, attr, None) for attr in ("func", "afunc", "__wrapped__"))
@@ -114,4 +124,8 @@ def _holds(obj: Any, cls: type, seen: set[int], depth: int) -> bool:
         children.extend(obj)
     elif not isinstance(obj, type) and isinstance(getattr(obj, "__dict__", None), dict):
         children.extend(vars(obj).values())
-    return any(_holds(child, cls, seen, depth + 1) for child in children)
+    for child in children:
+        found = _find(child, cls, seen, depth + 1)
+        if found is not None:
+            return found
+    return None
