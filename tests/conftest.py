@@ -149,6 +149,14 @@ class PgServer:
             conn.execute(f"CREATE DATABASE {name}")
         return self.dsn.rsplit("/", 1)[0] + "/" + name
 
+    def drop_database(self, dsn: str) -> None:
+        """Drop a database made by :meth:`fresh_database`, whoever is still connected."""
+        import psycopg
+
+        name = dsn.rsplit("/", 1)[1].split("?", 1)[0]
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
 
 def pg_unavailable(reason: str) -> None:
     """Fail in CI, skip loudly elsewhere."""
@@ -175,10 +183,12 @@ def pg_server() -> Iterator[PgServer]:
 
 
 @pytest.fixture
-def pg_dsn(pg_server: PgServer) -> str:
-    """The DSN of a fresh, empty database on the session's server."""
+def pg_dsn(pg_server: PgServer) -> Iterator[str]:
+    """The DSN of a fresh, empty database on the session's server (dropped afterwards)."""
     try:
-        return pg_server.fresh_database()
+        dsn = pg_server.fresh_database()
     except Exception as exc:
         pg_unavailable(f"cannot create a database on {pg_server.dsn}: {exc}")
         raise
+    yield dsn
+    pg_server.drop_database(dsn)
