@@ -115,9 +115,25 @@ class Claim:
     expires_at: float | None = None
 
 
+def _pid_namespace() -> str:
+    """This process's pid namespace (an inode number), or "" where /proc cannot tell."""
+    try:
+        return os.readlink("/proc/self/ns/pid").rsplit("[", 1)[1].rstrip("]")
+    except (OSError, IndexError):
+        return ""
+
+
+_HOST = f"{socket.gethostname()}#{_pid_namespace()}"
+
+
 def new_owner_id() -> str:
-    """A lease owner id: host, pid and a random part (so a reused pid is a new owner)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    """A lease owner id, ``host#pidns:pid:random``.
+
+    The pid namespace matters because containers of one pod share a host name but not their
+    process ids: a pid is only meaningful next to its namespace. The random part makes a
+    reused pid a new owner.
+    """
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 _PROCESS_OWNER: tuple[int, str] | None = None
@@ -147,8 +163,11 @@ def owner_is_dead_here(owner: str) -> bool:
         pid = int(pid_text)
     except ValueError:
         return False
-    if host != socket.gethostname() or pid == os.getpid():
+    name, _, namespace = host.partition("#")
+    if name != socket.gethostname() or pid == os.getpid():
         return False
+    if namespace and namespace != _HOST.partition("#")[2]:
+        return False  # another container: its pids are not ours to look up
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,0 +1,37 @@
+"""Lease owner ids: which owners count as dead processes on this host."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+from spanpoint.stores.base import new_owner_id, owner_is_dead_here, process_owner_id
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_finished_local_process_is_dead_and_this_one_is_not() -> None:
+    host = new_owner_id().rsplit(":", 2)[0]
+    assert owner_is_dead_here(f"{host}:{dead_pid()}:abc")
+    assert not owner_is_dead_here(process_owner_id())
+
+
+def test_a_pid_from_another_pid_namespace_is_never_judged_here() -> None:
+    # Containers of one pod share the host name but not their pids.
+    other = f"{socket.gethostname()}#1:{dead_pid()}:abc"
+    assert not owner_is_dead_here(other)
+
+
+def test_another_host_or_a_malformed_owner_is_never_dead() -> None:
+    assert not owner_is_dead_here(f"another-pod:{dead_pid()}:abc")
+    assert not owner_is_dead_here("no-pid-here")
+
+
+def test_owner_ids_are_per_process_and_unique_per_call() -> None:
+    assert process_owner_id() == process_owner_id()
+    assert new_owner_id() != new_owner_id()
