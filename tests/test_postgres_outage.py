@@ -68,8 +68,8 @@ def test_server_stopped_mid_run_fails_the_run_and_the_rerun_continues(
     description = name.description
     name.close()
     effects, ready, go = tmp_path / "fx", tmp_path / "ready", tmp_path / "go"
-    first = worker(dsn, effects, "--strict", "--pause-in", "4", "--ready", str(ready), "--go",
-                   str(go))  # fmt: skip
+    # No --strict: an unreachable shared store fails the run by default.
+    first = worker(dsn, effects, "--pause-in", "4", "--ready", str(ready), "--go", str(go))
     try:
         wait_for_file(ready, first)
         own_server.control("pause")  # the server stops while step 4's body runs
@@ -78,7 +78,8 @@ def test_server_stopped_mid_run_fails_the_run_and_the_rerun_continues(
     finally:
         own_server.control("resume")
     assert first.returncode != 0
-    assert "StoreError" in err and description in err and "unreachable" in err, err[-3000:]
+    assert "StoreUnavailableError" in err, err[-3000:]
+    assert description in err and "unreachable" in err, err[-3000:]
 
     outputs = expected_outputs(10)
     store = PostgresStore(dsn)
@@ -119,13 +120,13 @@ def test_a_store_survives_a_server_restart(own_server: PgServer) -> None:
 
 
 @pytest.mark.slow
-def test_without_strict_the_run_goes_on_uncommitted_and_says_so(
+def test_with_keep_going_the_run_goes_on_uncommitted_and_says_so(
     own_server: PgServer, tmp_path: Path
 ) -> None:
     dsn = own_server.fresh_database() + "?connect_timeout=2"
     effects, ready, go = tmp_path / "fx", tmp_path / "ready", tmp_path / "go"
-    first = worker(dsn, effects, "--steps", "6", "--pause-in", "4", "--ready", str(ready),
-                   "--go", str(go))  # fmt: skip
+    first = worker(dsn, effects, "--keep-going", "--steps", "6", "--pause-in", "4", "--ready",
+                   str(ready), "--go", str(go))  # fmt: skip
     try:
         wait_for_file(ready, first)
         own_server.control("pause")
@@ -143,7 +144,7 @@ def test_without_strict_the_run_goes_on_uncommitted_and_says_so(
         assert len(store.list_checkpoints("ticket-outage")) == 4
     finally:
         store.close()
-    rerun = worker(dsn, effects, "--steps", "6")
+    rerun = worker(dsn, effects, "--keep-going", "--steps", "6")
     out, err = rerun.communicate(timeout=120)
     assert rerun.returncode == 0, err[-3000:]
     assert json.loads(out)["result"] == outputs[-1]

@@ -121,9 +121,12 @@ class _Call:
             try:
                 claim: Claim = scope.store.claim(self.key, scope.owner, scope.lease_ttl_s)
             except StoreError as exc:  # invariant 5: a failed read means "execute"
-                if scope.strict and isinstance(exc, StoreUnavailableError):
+                if isinstance(exc, StoreUnavailableError) and (
+                    scope.strict or getattr(scope.store, "fail_when_unreachable", False)
+                ):
                     # An unreachable store can neither replay nor keep the boundary
-                    # single-flight: strict fails before the body's side effect, not after.
+                    # single-flight: fail before the body's side effect, not after. A shared
+                    # store (PostgresStore) asks for this by default; see design-notes.md.
                     raise
                 scope.warn(f"checkpoint lookup for {self.path!r} failed, executing: {exc}")
                 return _MISSING

@@ -23,6 +23,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -53,6 +54,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--ttl", type=float, default=30.0)
     parser.add_argument("--wait-timeout", type=float, default=120.0)
     parser.add_argument("--strict", action="store_true")
+    parser.add_argument("--keep-going", action="store_true", help="fail_when_unreachable=False")
     parser.add_argument("--barrier", default="")
     parser.add_argument("--hold-in", type=int, default=-1)
     parser.add_argument("--pause-in", type=int, default=-1)
@@ -84,8 +86,13 @@ def run_steps(args: argparse.Namespace) -> int:
 
 def main() -> None:
     args = parse()
+    store: Any = args.store
+    if args.keep_going:
+        from spanpoint.stores.postgres import PostgresStore
+
+        store = PostgresStore(args.store, fail_when_unreachable=False)
     spanpoint.configure(
-        store=args.store,
+        store=store,
         tracer_provider=TracerProvider(),
         lease_ttl_s=args.ttl,
         lease_wait_timeout_s=args.wait_timeout,

@@ -59,10 +59,22 @@ class PostgresStore:
             long an operation waits for a pooled connection (default 10).
         min_connections / max_connections: the connection pool's size. A worker runs one
             boundary statement at a time per thread, plus the lease heartbeat.
+        fail_when_unreachable: when the server cannot be reached at a boundary's lookup, fail
+            the run (default) instead of executing the body without replay or single-flight.
     """
 
-    def __init__(self, dsn: str, *, min_connections: int = 1, max_connections: int = 4) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_connections: int = 1,
+        max_connections: int = 4,
+        fail_when_unreachable: bool = True,
+    ) -> None:
         self.description = _describe(dsn)
+        # A shared store that cannot be reached can neither replay nor keep a boundary
+        # single-flight across workers: by default the run fails before the next body runs.
+        self.fail_when_unreachable = fail_when_unreachable
         self._heartbeat = LeaseHeartbeat(self._renew, name="spanpoint-lease-heartbeat")
         try:
             timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 0) or 10.0
