@@ -264,14 +264,43 @@ def test_create_agent_gets_the_middleware_exactly_once(
     assert root.attributes[semconv.GEN_AI_AGENT_NAME] == "support"
 
 
-def test_agent_calls_are_boundaries_inside_a_run(instrumented: Telemetry) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        # graph_call: the agent call is the boundary; the injected middleware wraps model
+        # calls only (a tool-wrapping middleware would change the agent LangChain builds).
+        ("graph_call", ["graph_call", "model_call", "model_call"]),
+        # calls: the full middleware, every model and tool call a boundary.
+        ("calls", ["model_call", "model_call", "tool_call"]),
+    ],
+)
+def test_agent_boundaries_inside_a_run_follow_the_strategy(
+    configured: Telemetry, strategy: str, expected: list[str]
+) -> None:
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider, strategy=strategy)
+    try:
+        from langchain.agents import create_agent  # after instrument(): the patched name
+
+        agent = create_agent(plan_model(), [lookup], name="support")
+        with spanpoint.run("ticket-4"):
+            agent.invoke({"messages": [("user", "ticket 42?")]})
+    finally:
+        instrumentor.uninstrument()
+    kinds = sorted(r.kind for r in configured.store.list_checkpoints("ticket-4"))
+    assert kinds == expected
+    assert len(configured.spans("execute_tool lookup")) == 1  # traced either way
+
+
+def test_default_injection_leaves_the_agent_graph_unchanged(instrumented: Telemetry) -> None:
     from langchain.agents import create_agent
 
-    agent = create_agent(plan_model(), [lookup], name="support")
-    with spanpoint.run("ticket-4"):
-        agent.invoke({"messages": [("user", "ticket 42?")]})
-    kinds = sorted(r.kind for r in instrumented.store.list_checkpoints("ticket-4"))
-    assert kinds == ["graph_call", "model_call", "model_call", "tool_call"]
+    instrumented_graph = create_agent(plan_model(), [], name="plain").get_graph()
+    SpanpointInstrumentor().uninstrument()
+    plain_graph = create_agent(plan_model(), [], name="plain").get_graph()
+    SpanpointInstrumentor().instrument(tracer_provider=instrumented.provider)
+    assert sorted(instrumented_graph.nodes) == sorted(plain_graph.nodes)  # no "tools" node
+    assert instrumented_graph.draw_mermaid() == plain_graph.draw_mermaid()
 
 
 def hand_built(model: ConversationModel, *, is_async: bool) -> Any:

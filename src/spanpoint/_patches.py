@@ -46,6 +46,7 @@ from spanpoint._spans import (
 )
 from spanpoint.boundary import BoundarySpec
 from spanpoint.config import settings
+from spanpoint.run import current_run
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -176,8 +177,6 @@ def _adopted_span(parent: _GraphCall | None) -> trace.Span | None:
 def _durable(options: PatchOptions, nested: bool) -> bool:
     if nested or options.strategy != "graph_call":
         return False
-    from spanpoint.run import current_run
-
     return current_run() is not None
 
 

@@ -22,9 +22,15 @@ from spanpoint.config import settings
 
 
 def describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeValue]:
-    """``GraphRunner``'s result attributes, without the state inspection it adds."""
-    from spanpoint.graph_results import build_result, result_attributes
+    """``GraphRunner``'s result attributes, without the state inspection it adds.
 
+    A plain completed call (no interrupt, no messages whose usage to sum) adds nothing: the
+    span's OK status says it, and every attribute written costs time on the hot path.
+    """
+    from spanpoint.graph_results import build_result, output_interrupts, result_attributes
+
+    if not (isinstance(output, dict) and "messages" in output) and not output_interrupts(output):
+        return {}
     result = build_result(output, "" if thread_id is None else str(thread_id), None)
     attrs = result_attributes(result)
     attrs.pop(semconv.LANGGRAPH_CHECKPOINT_NS, None)  # None without a snapshot; kept from start

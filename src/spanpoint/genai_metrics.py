@@ -9,8 +9,9 @@ They are recorded by :class:`GenAIMetricsProcessor` when a spanpoint span ends, 
 that makes a GenAI span — ``GraphRunner``, the middleware, the zero-code patches — is counted
 exactly once and none of them carries metric code. Replayed spans are not client operations
 (nothing was called) and are not recorded; ``spanpoint.replays`` counts them.
-Token usage is recorded for ``chat`` spans only: a graph call's usage is the sum of its
-model calls, and recording both would count every token twice.
+``invoke_workflow`` spans (plain graphs, not agents) are not GenAI client operations and are
+not recorded. Token usage is recorded for ``chat`` spans only: a graph call's usage is the sum
+of its model calls, and recording both would count every token twice.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from spanpoint import semconv
 # Bucket boundaries the GenAI conventions advise for these two histograms.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48)
 TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+
+# The operations the conventions define client metrics for. invoke_workflow (a plain graph, a
+# proposal upstream) is not a GenAI client operation; its duration is spanpoint.graph.call.*.
+_CLIENT_OPERATIONS = frozenset({semconv.OP_CHAT, semconv.OP_EXECUTE_TOOL, semconv.OP_INVOKE_AGENT})
 
 _KEYS = (
     semconv.GEN_AI_OPERATION_NAME,
@@ -83,7 +88,7 @@ class GenAIMetricsProcessor(SpanProcessor):
             return
         attrs = span.attributes or {}
         operation = attrs.get(semconv.GEN_AI_OPERATION_NAME)
-        if operation is None or attrs.get(semconv.REPLAYED) is True:
+        if operation not in _CLIENT_OPERATIONS or attrs.get(semconv.REPLAYED) is True:
             return
         try:
             record(span, attrs, operation)

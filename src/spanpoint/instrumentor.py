@@ -12,8 +12,9 @@ LangChain instrumentations of OpenInference and OpenLLMetry use ``langchain``), 
   included): graph-call spans; inside ``spanpoint.run`` with the ``graph_call`` strategy the
   outermost graph call is a durable boundary;
 - ``langchain.agents.create_agent``: :class:`~spanpoint.middleware.CheckpointMiddleware` is
-  added once (never when the agent already has one): model and tool spans, and model/tool
-  boundaries inside a run;
+  added once (never when the agent already has one). With the default ``graph_call``
+  strategy only its model-call seams are used (a tool-wrapping middleware changes the agent
+  LangChain builds); with ``calls`` the full middleware makes tool calls boundaries too;
 - ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``: ``chat`` and
   ``execute_tool`` spans for models and tools called directly in hand-built graph nodes (the
   prebuilt ``ToolNode`` included) — spans only, never boundaries, never a second span for a
@@ -78,6 +79,7 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     _patched: list[tuple[Any, str, _Switchable]]
     _switch: _Switch
+    _strategy: str
 
     def instrumentation_dependencies(self) -> Collection[str]:
         """The packages that must be installed for :meth:`instrument` to apply."""
@@ -85,6 +87,7 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         options = _patches.PatchOptions(strategy=strategy_from_env(kwargs.get("strategy")))
+        self._strategy = options.strategy
         provider = kwargs.get("tracer_provider")
         if provider is not None or kwargs.get("store") is not None:
             from spanpoint.config import configure
@@ -114,7 +117,12 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._wrap(module, f"{owner.__name__}.ainvoke", factory(is_async=True), owner=owner)
         from spanpoint.middleware import CheckpointMiddleware
 
-        wrapper = _call_patches.create_agent(CheckpointMiddleware, CheckpointMiddleware)
+        injected = (
+            CheckpointMiddleware
+            if self._strategy == "calls"
+            else _call_patches.model_calls_only(CheckpointMiddleware)
+        )
+        wrapper = _call_patches.create_agent(injected, CheckpointMiddleware)
         for module_name in _CREATE_AGENT_MODULES:
             module = importlib.import_module(module_name)
             self._wrap(module_name, "create_agent", wrapper, owner=module)
