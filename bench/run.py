@@ -321,8 +321,12 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
+    commit = subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": commit,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": cpu,
