@@ -6,8 +6,9 @@ directly in hand-built graph nodes (``model.invoke`` in a node, the prebuilt ``T
 boundaries stay where the middleware stands), and never a second span for a call the
 middleware already traces: its span is current when the model or tool runs.
 
-The attribute builders are the middleware's (one place builds GenAI call attributes), so these
-patches are installed only where ``spanpoint.middleware`` imports (langchain is installed).
+The attributes come from ``spanpoint.genai_spans``, which the middleware uses too (one place
+builds GenAI call attributes); these patches are installed where ``spanpoint.middleware``
+imports (langchain is installed).
 """
 
 from __future__ import annotations
@@ -81,10 +82,10 @@ def model_call_spec(model: Any, model_input: Any) -> BoundarySpec:
     """A span-only ``chat {model}`` description of a direct chat-model call."""
     from langchain_core.messages import BaseMessage
 
-    from spanpoint import middleware
+    from spanpoint import genai_spans
 
     capture = settings().capture
-    provider, model_name, ls_params = middleware.model_info(model)
+    provider, model_name, ls_params = genai_spans.model_info(model)
     messages = None
     if capture.content_on_spans and isinstance(model_input, list):
         messages = [m for m in model_input if isinstance(m, BaseMessage)]
@@ -92,18 +93,18 @@ def model_call_spec(model: Any, model_input: Any) -> BoundarySpec:
         kind=semconv.KIND_MODEL_CALL,
         name=model_name,
         span_name=f"{semconv.OP_CHAT} {model_name}",
-        attributes=middleware.model_call_attributes(
+        attributes=genai_spans.model_call_attributes(
             provider, model_name, ls_params, capture, messages
         ),
         span_kind=SpanKind.CLIENT,
         replay=False,
-        describe=lambda out: middleware.describe_model_response(out, model_name, capture),
+        describe=lambda out: genai_spans.describe_model_response(out, model_name, capture),
     )
 
 
 def tool_call_spec(tool: Any, tool_input: Any) -> BoundarySpec:
     """A span-only ``execute_tool {tool}`` description of a direct tool call."""
-    from spanpoint import middleware
+    from spanpoint import genai_spans
 
     capture = settings().capture
     name = str(getattr(tool, "name", None) or type(tool).__name__)
@@ -115,11 +116,11 @@ def tool_call_spec(tool: Any, tool_input: Any) -> BoundarySpec:
         kind=semconv.KIND_TOOL_CALL,
         name=name,
         span_name=f"{semconv.OP_EXECUTE_TOOL} {name}",
-        attributes=middleware.tool_call_attributes(
+        attributes=genai_spans.tool_call_attributes(
             name, call_id, description if isinstance(description, str) else None, args, capture
         ),
         replay=False,
-        describe=lambda result: middleware.describe_tool_result(result, capture),
+        describe=lambda result: genai_spans.describe_tool_result(result, capture),
     )
 
 
