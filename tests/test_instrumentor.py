@@ -183,6 +183,29 @@ def test_interrupt_is_a_paused_event_not_an_error(instrumented: Telemetry) -> No
     assert any(e.name == semconv.EVENT_AGENT_PAUSED for e in nested.events)
 
 
+def test_command_to_the_parent_graph_is_control_flow_not_an_error(
+    instrumented: Telemetry,
+) -> None:
+    from langgraph.types import Command
+
+    def hand_off(state: Counter) -> Command:
+        return Command(graph=Command.PARENT, goto="after", update={"n": 10})
+
+    child = StateGraph(Counter)
+    child.add_node("hand_off", hand_off)
+    child.add_edge(START, "hand_off")
+    parent = StateGraph(Counter)
+    parent.add_node("child", child.compile(name="child"), destinations=("after",))
+    parent.add_node("after", lambda state: {"n": 1})
+    parent.add_edge(START, "child")
+    assert parent.compile(name="parent").invoke({"n": 0}) == {"n": 11}
+    spans = instrumented.spans()
+    [nested] = [s for s in spans if s.name == "invoke_workflow child"]
+    assert nested.status.status_code is not StatusCode.ERROR
+    assert any(e.name == semconv.EVENT_AGENT_PAUSED for e in nested.events)
+    assert all(s.status.status_code is not StatusCode.ERROR for s in spans)
+
+
 # --- inside a durable run --------------------------------------------------------------------
 
 

@@ -81,13 +81,24 @@ def fail_span(span: trace.Span, exc: BaseException) -> None:
     if span.is_recording():
         if is_control_flow(exc):
             # An interrupt or a Command to the parent graph: LangGraph's control flow.
-            ids = [str(getattr(i, "id", "")) for i in (exc.args[0] if exc.args else ())]
-            paused_event(span, ids) if ids else span.add_event(semconv.EVENT_AGENT_PAUSED)
+            paused_event(span, interrupt_ids(exc))
         else:
             span.record_exception(exc)
             span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
     span.end()
+
+
+def interrupt_ids(exc: BaseException) -> list[str]:
+    """The interrupt ids a ``GraphInterrupt`` carries (none for a ``ParentCommand``)."""
+    from langgraph.errors import GraphInterrupt
+
+    if not isinstance(exc, GraphInterrupt) or not exc.args:
+        return []
+    found = exc.args[0]
+    if not isinstance(found, list | tuple):
+        return []
+    return [str(getattr(i, "id", "")) for i in found]
 
 
 def is_control_flow(exc: BaseException) -> bool:
