@@ -1,7 +1,8 @@
 """Wrapper factories for LangChain: ``create_agent``, chat models and tools.
 
-``create_agent`` gets spanpoint's ``CheckpointMiddleware`` once. Chat models and tools called
-directly in hand-built graph nodes (``model.invoke`` in a node, the prebuilt ``ToolNode``) get
+``create_agent`` gets spanpoint's ``CheckpointMiddleware`` once (``calls`` strategy). Chat
+models and tools called directly in graph nodes (``model.invoke`` in a node, the prebuilt
+``ToolNode``, a ``create_agent`` agent without the middleware) get
 ``chat {model}`` / ``execute_tool {tool}`` spans — spans only, never boundaries (replay
 boundaries stay where the middleware stands), and never a second span for a call the
 middleware already traces: its span is current when the model or tool runs.
@@ -40,30 +41,6 @@ def create_agent(middleware_factory: Callable[[], Any], middleware_type: type) -
         return wrapped(*args, **kwargs)
 
     return traced
-
-
-def model_calls_only(middleware_type: type) -> type:
-    """``CheckpointMiddleware`` without its tool-call seams, for the default strategy.
-
-    A middleware that wraps tool calls changes the agent LangChain builds: a ``tools`` node
-    even without tools, and unknown or unhandled dynamic tools no longer raise (a wrapper
-    might serve them). Injected into agents that never asked for it, that would change their
-    behaviour, so with ``graph_call`` only model calls go through the middleware; tool calls
-    are still traced by the ``BaseTool`` patch. ``SPANPOINT_STRATEGY=calls`` injects the full
-    middleware: tool calls become boundaries, with LangChain's tool-wrapping semantics.
-    """
-    from langchain.agents.middleware.types import AgentMiddleware
-
-    return type(
-        "CheckpointModelMiddleware",
-        (middleware_type,),
-        {
-            "__doc__": model_calls_only.__doc__,
-            "__module__": __name__,
-            "wrap_tool_call": AgentMiddleware.wrap_tool_call,
-            "awrap_tool_call": AgentMiddleware.awrap_tool_call,
-        },
-    )
 
 
 # --- chat models and tools called directly inside nodes ---------------------------------------

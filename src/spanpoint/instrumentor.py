@@ -11,10 +11,11 @@ LangChain instrumentations of OpenInference and OpenLLMetry use ``langchain``), 
 - ``Pregel.invoke`` / ``ainvoke`` / ``stream`` / ``astream`` (every compiled graph, agents
   included): graph-call spans; inside ``spanpoint.run`` with the ``graph_call`` strategy the
   outermost graph call is a durable boundary;
-- ``langchain.agents.create_agent``: :class:`~spanpoint.middleware.CheckpointMiddleware` is
-  added once (never when the agent already has one). With the default ``graph_call``
-  strategy only its model-call seams are used (a tool-wrapping middleware changes the agent
-  LangChain builds); with ``calls`` the full middleware makes tool calls boundaries too;
+- ``langchain.agents.create_agent`` (``calls`` strategy only):
+  :class:`~spanpoint.middleware.CheckpointMiddleware` is added once (never when the agent
+  already has one), so every model and tool call is a boundary inside a run. With the
+  default ``graph_call`` strategy nothing is injected: any wrapping middleware changes the
+  agent LangChain builds;
 - ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``: ``chat`` and
   ``execute_tool`` spans for models and tools called directly in hand-built graph nodes (the
   prebuilt ``ToolNode`` included) — spans only, never boundaries, never a second span for a
@@ -115,14 +116,14 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         ):
             self._wrap(module, f"{owner.__name__}.invoke", factory(is_async=False), owner=owner)
             self._wrap(module, f"{owner.__name__}.ainvoke", factory(is_async=True), owner=owner)
+        if self._strategy != "calls":
+            # graph_call: the graph call is the boundary; models and tools are traced by the
+            # patches above. Injecting a middleware would change the agent LangChain builds
+            # (docs/compatibility.md), so it is only done when calls are the boundaries.
+            return
         from spanpoint.middleware import CheckpointMiddleware
 
-        injected = (
-            CheckpointMiddleware
-            if self._strategy == "calls"
-            else _call_patches.model_calls_only(CheckpointMiddleware)
-        )
-        wrapper = _call_patches.create_agent(injected, CheckpointMiddleware)
+        wrapper = _call_patches.create_agent(CheckpointMiddleware, CheckpointMiddleware)
         for module_name in _CREATE_AGENT_MODULES:
             module = importlib.import_module(module_name)
             self._wrap(module_name, "create_agent", wrapper, owner=module)
