@@ -32,10 +32,18 @@ from spanpoint.stores.base import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_MIGRATIONS: dict[int, str] = {
-    1: """
+
+def _statements(script: str) -> list[str]:
+    """The statements of a script without triggers (whose bodies hold semicolons)."""
+    return [statement for statement in script.split(";") if statement.strip()]
+
+
+# Each migration is a list of statements, run in one transaction by _migrate.
+_MIGRATIONS: dict[int, list[str]] = {
+    1: _statements(
+        """
     CREATE TABLE runs (
         run_id TEXT PRIMARY KEY,
         name TEXT,
@@ -94,7 +102,13 @@ _MIGRATIONS: dict[int, str] = {
         owner TEXT NOT NULL,
         expires_at REAL NOT NULL
     );
-    """,
+    """
+    ),
+    # A committed checkpoint ends its boundary's lease: one statement commits and releases.
+    2: [
+        "CREATE TRIGGER checkpoint_ends_lease AFTER INSERT ON checkpoints "
+        "BEGIN DELETE FROM leases WHERE key = NEW.key; END"
+    ],
 }
 
 _CHECKPOINT_COLUMNS = (
@@ -149,9 +163,8 @@ class SqliteStore:
                     f"spanpoint understands ({SCHEMA_VERSION}); upgrade spanpoint"
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in _MIGRATIONS[target]:
+                    conn.execute(statement)
             conn.execute(
                 "INSERT OR REPLACE INTO spanpoint_meta VALUES ('schema_version', ?)",
                 (str(SCHEMA_VERSION),),
@@ -162,6 +175,11 @@ class SqliteStore:
             raise
 
     def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        """Run ``fn`` under the connection lock; ``write`` wraps it in BEGIN IMMEDIATE.
+
+        A single statement needs no explicit transaction: in autocommit mode SQLite runs it
+        atomically, so one-statement writes pass ``write=False`` and save two round trips.
+        """
         with self._lock:
             try:
                 if not write:
@@ -259,14 +277,35 @@ class SqliteStore:
         row = self._run("get", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
         return None if row is None else self._checkpoint(row)
 
+    # Take the lease unless the boundary is committed or another owner's lease is live: one
+    # statement, so checking and taking are atomic without an explicit transaction.
+    _TAKE_LEASE = (
+        "INSERT INTO leases (key, owner, expires_at) "
+        "SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE key = ?1) "
+        "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
+        "WHERE leases.owner = excluded.owner OR leases.expires_at <= ?4 "
+        "RETURNING expires_at"
+    )
+
     def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
-        # A committed checkpoint is final, so a replay needs one read and no write lock; the
-        # write transaction below looks again, as another process may commit in between.
+        # A committed checkpoint is final, so a replay needs one read and no write lock.
         row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
         if row is not None:
             return Claim("committed", checkpoint=self._checkpoint(row))
+        now = time.time()
+        taken = self._run(
+            "claim",
+            lambda c: c.execute(self._TAKE_LEASE, (key, owner, now + ttl_s, now)).fetchone(),
+            write=False,
+        )
+        if taken is not None:
+            return Claim("acquired", owner=owner, expires_at=taken[0])
+        return self._claim_contended(key, owner, ttl_s)
 
-        def op(conn: sqlite3.Connection) -> Claim | tuple[str, float]:
+    def _claim_contended(self, key: str, owner: str, ttl_s: float) -> Claim:
+        """The rare path: committed meanwhile, or leased by someone else (maybe dead)."""
+
+        def op(conn: sqlite3.Connection) -> Claim:
             row = conn.execute(self._GET, (key,)).fetchone()
             if row is not None:
                 return Claim("committed", checkpoint=self._checkpoint(row))
@@ -281,49 +320,45 @@ class SqliteStore:
             )
             return Claim("acquired", owner=owner, expires_at=now + ttl_s)
 
-        return self._run("claim", op, write=True)  # type: ignore[return-value]
+        return self._run("claim", op, write=True)
 
     def release(self, key: str, owner: str) -> None:
         self._run(
             "release",
             lambda c: c.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner)),
-            write=True,
+            write=False,  # one statement: atomic on its own
         )
 
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        # One statement: the insert commits the checkpoint and its trigger ends the lease
+        # (whoever held it: a committed boundary needs no lease).
         cp = checkpoint
-
-        def op(conn: sqlite3.Connection) -> bool:
-            if owner is not None:
-                conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (cp.key, owner))
-            cur = conn.execute(
-                f"INSERT OR IGNORE INTO checkpoints ({_CHECKPOINT_COLUMNS}, seq) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                # seq orders a run's checkpoints; per run, MAX is one lookup in the
-                # (run_id, seq) index instead of a scan of every run's checkpoints.
-                "(SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoints WHERE run_id = ?))",
-                (
-                    cp.key,
-                    cp.run_id,
-                    cp.path,
-                    cp.name,
-                    cp.kind,
-                    cp.ordinal,
-                    cp.output_type,
-                    cp.output,
-                    cp.trace_id,
-                    cp.span_id,
-                    cp.parent_span_id,
-                    cp.attempt,
-                    cp.started_at_ns,
-                    cp.ended_at_ns,
-                    json.dumps(cp.view),
-                    cp.run_id,
-                ),
-            )
-            return cur.rowcount == 1
-
-        return self._run("put", op, write=True)
+        params = (
+            cp.key,
+            cp.run_id,
+            cp.path,
+            cp.name,
+            cp.kind,
+            cp.ordinal,
+            cp.output_type,
+            cp.output,
+            cp.trace_id,
+            cp.span_id,
+            cp.parent_span_id,
+            cp.attempt,
+            cp.started_at_ns,
+            cp.ended_at_ns,
+            json.dumps(cp.view),
+            cp.run_id,
+        )
+        sql = (
+            f"INSERT OR IGNORE INTO checkpoints ({_CHECKPOINT_COLUMNS}, seq) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            # seq orders a run's checkpoints; per run, MAX is one lookup in the
+            # (run_id, seq) index instead of a scan of every run's checkpoints.
+            "(SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoints WHERE run_id = ?))"
+        )
+        return self._run("put", lambda c: c.execute(sql, params).rowcount == 1, write=False)
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
         sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq"
