@@ -74,7 +74,9 @@ def test_identical_call_ids_replay_in_order_by_occurrence(configured: Any, effec
 
     first = asyncio.run(once())
     second = asyncio.run(once())
-    assert first == ["b#1", "b#2"] and second == first
+    # The two bodies run concurrently (sync tools go to a thread pool), so which occurrence
+    # drew first varies; what must hold is that each occurrence replays its own recording.
+    assert sorted(first) == ["b#1", "b#2"] and second == first
     ordinals = [s.attributes[semconv.BOUNDARY_ORDINAL] for s in configured.spans("execute_tool")]
     assert ordinals == [0, 1, 0, 1]
 
