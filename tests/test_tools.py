@@ -78,7 +78,7 @@ def test_identical_call_ids_replay_in_order_by_occurrence(configured: Any, effec
     # drew first varies; what must hold is that each occurrence replays its own recording.
     assert sorted(first) == ["b#1", "b#2"] and second == first
     ordinals = [s.attributes[semconv.BOUNDARY_ORDINAL] for s in configured.spans("execute_tool")]
-    assert ordinals == [0, 1, 0, 1]
+    assert sorted(ordinals[:2]) == sorted(ordinals[2:]) == [0, 1]  # spans end in either order
 
 
 def test_always_execute_tool_runs_again_and_disabled_tool_is_never_a_boundary(
