@@ -90,7 +90,27 @@ def build_summary(
     }
     if error is not None:
         summary["error"] = type(error).__qualname__
+    guard = _guard_report(result)
+    if guard is not None:
+        summary["guard"] = guard
     return summary
+
+
+#: The graph-state key of the guard (``spanpoint.guard.STATE_KEY``), checked before importing.
+_GUARD_STATE_KEY = "spanpoint_guard"
+
+
+def _guard_report(result: RunResult | None) -> dict[str, Any] | None:
+    """The guard's report when the graph ran under the guard (its state is in the output)."""
+    output = result.output if result is not None else None
+    if not isinstance(output, Mapping) or _GUARD_STATE_KEY not in output:
+        return None
+    from spanpoint.guard.report import GuardReport  # only graphs that run the guard pay for it
+
+    report = GuardReport.from_state(
+        output, thread_id=result.thread_id, checkpoint_id=result.latest_checkpoint_id
+    )
+    return report.to_dict() if report is not None else None
 
 
 def emit_summary(summary: Mapping[str, Any], *, span: trace.Span | None = None) -> None:

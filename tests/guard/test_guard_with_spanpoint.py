@@ -14,6 +14,9 @@ from spanpoint.guard import GuardConfig, GuardReport
 
 
 def test_guard_events_on_the_graph_call_span(configured: Any, tools: Tools) -> None:
+    from signals import install_signals
+
+    signals = install_signals()
     agent = make_agent(
         stuck_on_search, [tools.make("search")], GuardConfig(), checkpointer=InMemorySaver()
     )
@@ -33,3 +36,8 @@ def test_guard_events_on_the_graph_call_span(configured: Any, tools: Tools) -> N
         semconv.EVENT_GUARD_DETECTION,
         semconv.EVENT_GUARD_TERMINATED,
     ]
+
+    (summary,) = (r.log_record.body for r in signals.summaries())
+    assert summary["guard"]["termination"]["reason"] == "tool_repeat"
+    assert summary["guard"]["checkpoint_id"] == result.latest_checkpoint_id
+    assert {**summary["guard"], "checkpoint_id": None} == report.to_dict()
