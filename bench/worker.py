@@ -16,10 +16,12 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,6 +53,13 @@ def main() -> None:
         check_agent_output(invoker.call(next(counter)))
     invoker.close_batch()
     _reply({"ready": True, "pid": os.getpid()})
+    try:
+        _serve(invoker, counter, telemetry)
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
+
+
+def _serve(invoker: setups.Invoker, counter: Any, telemetry: setups.Telemetry) -> None:
     for line in sys.stdin:
         command = json.loads(line)
         if command["op"] == "quit":
