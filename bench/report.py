@@ -20,11 +20,17 @@ def _holds(value: float, target: float) -> str:
     return "yes" if value <= target else "no"
 
 
+def _until(m: dict[str, Any]) -> str:
+    end = m.get("commit_end")
+    return f" (`{end}` when it ended)" if end and end != m.get("commit") else ""
+
+
 def header(d: dict[str, Any]) -> str:
     """Where and when the numbers were taken."""
     m, v = d["machine"], d["versions"]
     return (
-        f"{m['date']}, code at `{m.get('commit', '?')}`, Python {m['python']}, {m['cpu']}, "
+        f"{m['date']}, code at `{m.get('commit', '?')}`{_until(m)}, Python {m['python']}, "
+        f"{m['cpu']}, "
         f"**{m['cores']} cores shared with other jobs: load average "
         f"{m['load_average'][0]:.0f} at the start, {m['load_average_end'][0]:.0f} at the end**, "
         f"{m['duration_s'] // 60} minutes. langgraph {v['langgraph']}, langchain "

@@ -395,6 +395,7 @@ def main() -> None:
         report["steps"] = bench_step.run(quick=args.quick)
         print(bench_step.table(report["steps"]) + "\n")
     report["machine"]["load_average_end"] = os.getloadavg()
+    report["machine"]["commit_end"] = machine()["commit"]  # others may commit during a run
     report["machine"]["duration_s"] = round(time.monotonic() - started)
     out = HERE / "results" / ("quick.json" if args.quick else "latest.json")
     out.parent.mkdir(exist_ok=True)
