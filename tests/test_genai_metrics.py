@@ -102,3 +102,30 @@ def test_a_failed_operation_carries_error_type(configured: Telemetry, signals: S
     [point] = points(signals, "gen_ai.client.operation.duration")
     assert point.attributes[semconv.GEN_AI_OPERATION_NAME] == "execute_tool"
     assert point.attributes[semconv.ERROR_TYPE] == "TimeoutError"
+
+
+def test_boundaries_are_counted_by_kind_and_outcome(signals: Signals) -> None:
+    fail = {"now": True}
+
+    @spanpoint.step(name="load")
+    def load() -> str:
+        return "ticket"
+
+    @spanpoint.step(name="publish")
+    def publish(doc: str) -> str:
+        if fail["now"]:
+            raise TimeoutError("down")
+        return doc
+
+    with pytest.raises(TimeoutError), spanpoint.run("count-me"):
+        publish(load())
+    fail["now"] = False
+    with spanpoint.run("count-me"):
+        publish(load())
+    load()  # outside a run: a plain span, not a boundary of a durable run
+
+    counted = {
+        (p.attributes[semconv.BOUNDARY_KIND], p.attributes[semconv.OUTCOME]): p.value
+        for p in signals.points(semconv.METRIC_BOUNDARIES)
+    }
+    assert counted == {("step", "executed"): 2, ("step", "failed"): 1, ("step", "replayed"): 1}

@@ -7,7 +7,9 @@ and, for token usage, ``gen_ai.token.type`` (``input`` / ``output``).
 
 They are recorded by :class:`GenAIMetricsProcessor` when a spanpoint span ends, so every path
 that makes a GenAI span — ``GraphRunner``, the middleware, the zero-code patches — is counted
-exactly once and none of them carries metric code. Replayed spans are not client operations
+exactly once and none of them carries metric code. The same processor counts spanpoint's own
+``spanpoint.boundaries`` (by ``spanpoint.boundary.kind`` and ``spanpoint.outcome``: executed,
+replayed, failed) for every boundary inside a durable run. Replayed spans are not client operations
 (nothing was called) and are not recorded; ``spanpoint.replays`` counts them.
 ``invoke_workflow`` spans (plain graphs, not agents) are not GenAI client operations and are
 not recorded. Token usage is recorded for ``chat`` spans only: a graph call's usage is the sum
@@ -59,6 +61,12 @@ class _Instruments:
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
+        self.boundaries = meter.create_counter(
+            semconv.METRIC_BOUNDARIES,
+            unit="{boundary}",
+            description="Boundaries of durable runs by kind and outcome (executed, replayed, "
+            "failed)",
+        )
 
 
 _INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
@@ -87,11 +95,12 @@ class GenAIMetricsProcessor(SpanProcessor):
         if scope is None or scope.name != semconv.INSTRUMENTATION_NAME:
             return
         attrs = span.attributes or {}
-        operation = attrs.get(semconv.GEN_AI_OPERATION_NAME)
-        if operation not in _CLIENT_OPERATIONS or attrs.get(semconv.REPLAYED) is True:
-            return
         try:
-            record(span, attrs, operation)
+            if semconv.REPLAYED in attrs:  # set only on boundaries inside a durable run
+                count_boundary(span, attrs)
+            operation = attrs.get(semconv.GEN_AI_OPERATION_NAME)
+            if operation in _CLIENT_OPERATIONS and attrs.get(semconv.REPLAYED) is not True:
+                record(span, attrs, operation)
         except Exception:  # observability is best effort: never fail the span's caller
             return
 
@@ -124,3 +133,19 @@ def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
             instruments.tokens.record(
                 value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type}
             )
+
+
+def count_boundary(span: ReadableSpan, attrs: Any) -> None:
+    """Count one boundary of a durable run: ``spanpoint.boundaries`` by kind and outcome."""
+    from spanpoint.config import settings
+
+    if attrs.get(semconv.REPLAYED) is True:
+        outcome = "replayed"
+    elif span.status.status_code is StatusCode.ERROR:
+        outcome = "failed"
+    else:
+        outcome = "executed"
+    _instruments(settings().meter_provider).boundaries.add(
+        1,
+        {semconv.BOUNDARY_KIND: attrs.get(semconv.BOUNDARY_KIND, ""), semconv.OUTCOME: outcome},
+    )

@@ -87,6 +87,8 @@ BOUNDARY_PATH: Final = "spanpoint.boundary.path"
 BOUNDARY_ORDINAL: Final = "spanpoint.boundary.ordinal"
 CHECKPOINT_KEY: Final = "spanpoint.checkpoint.key"
 REPLAYED: Final = "spanpoint.replayed"
+#: Metric attribute of spanpoint.boundaries: executed | replayed | failed.
+OUTCOME: Final = "spanpoint.outcome"
 STRATEGY: Final = "spanpoint.strategy"
 STATUS: Final = "spanpoint.status"
 SERIALIZATION_ERROR: Final = "spanpoint.serialization.error"
