@@ -275,6 +275,9 @@ class _Execution:
                     span_id=format(ctx.span_id, "016x"),
                     parent_span_id=call.parent.span_id if call.parent else None,
                     attempt=scope.attempt,
+                    # The body has just returned: its end is now, a few µs before span.end().
+                    started_at_ns=getattr(span, "start_time", None) or time.time_ns(),
+                    ended_at_ns=time.time_ns(),
                     view=call.spec.view,
                 )
                 owner = scope.owner if call.claimed else None
@@ -328,8 +331,7 @@ class _Execution:
             # No SDK processor saw this span (a non-SDK provider): commit here so that
             # durability never depends on tracing being enabled.
             processor.unstage(ctx.trace_id, ctx.span_id)
-            now = time.time_ns()
-            processor.commit(staged, now, now)
+            processor.commit(staged)
         elif processor.unstage(ctx.trace_id, ctx.span_id) is not None:
             staged.error = RuntimeError(
                 "no CheckpointSpanProcessor is registered on the tracer provider; call "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -32,10 +32,7 @@ logger = logging.getLogger("spanpoint")
 
 @dataclass(slots=True)
 class StagedOutput:
-    """A boundary's checkpoint waiting for its span to end OK.
-
-    ``checkpoint`` is complete but for the span's start and end times, filled in at commit.
-    """
+    """A boundary's complete checkpoint waiting for its span to end OK."""
 
     store: CheckpointStore
     checkpoint: Checkpoint
@@ -59,13 +56,11 @@ def unstage(trace_id: int, span_id: int) -> StagedOutput | None:
     return _STAGED.pop((trace_id, span_id), None)
 
 
-def commit(staged: StagedOutput, start_ns: int, end_ns: int) -> bool:
+def commit(staged: StagedOutput) -> bool:
     """Write ``staged`` to its store. Never raises: a failure is kept on ``staged.error``."""
     cp = staged.checkpoint
     try:
-        staged.store.put(
-            replace(cp, started_at_ns=start_ns, ended_at_ns=end_ns), owner=staged.owner
-        )
+        staged.store.put(cp, owner=staged.owner)
         staged.committed = True
     except Exception as exc:  # invariant 5: a failed commit is reported, never raised here
         staged.error = exc
@@ -102,7 +97,7 @@ class CheckpointSpanProcessor(SpanProcessor):
         staged = _STAGED.pop((ctx.trace_id, ctx.span_id), None)
         if staged is None or span.status.status_code is not StatusCode.OK:
             return
-        commit(staged, span.start_time or 0, span.end_time or 0)
+        commit(staged)
 
     def shutdown(self) -> None:
         """Nothing to flush: commits are synchronous."""
