@@ -8,6 +8,7 @@ short leases that make a boundary single-flight across workers. Every implementa
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -49,6 +50,27 @@ class Checkpoint:
             f"Checkpoint(run_id={self.run_id!r}, path={self.path!r}, ordinal={self.ordinal}, "
             f"kind={self.kind!r}, key={self.key[:12]}…, {len(self.output)} bytes)"
         )
+
+
+def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
+    """A checkpoint's column values in ``Checkpoint`` field order, ``view`` as JSON text."""
+    return (
+        cp.key,
+        cp.run_id,
+        cp.path,
+        cp.name,
+        cp.kind,
+        cp.ordinal,
+        cp.output_type,
+        cp.output,
+        cp.trace_id,
+        cp.span_id,
+        cp.parent_span_id,
+        cp.attempt,
+        cp.started_at_ns,
+        cp.ended_at_ns,
+        json.dumps(cp.view),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +120,25 @@ class WaitRecord:
     def provided(self) -> bool:
         """Whether a value has been provided for this wait."""
         return self.value_json is not None
+
+
+def json_or_none(value: dict[str, Any] | None) -> str | None:
+    """A JSON text column for an optional mapping (keys sorted, so equal values compare)."""
+    return None if value is None else json.dumps(value, sort_keys=True)
+
+
+def wait_from_row(row: Sequence[Any]) -> WaitRecord:
+    """A ``WaitRecord`` from its columns (``schema`` as JSON text)."""
+    run_id, name, question, schema, value_json, created_at, provided_at = row
+    return WaitRecord(
+        run_id,
+        name,
+        question,
+        None if schema is None else json.loads(schema),
+        value_json,
+        created_at,
+        provided_at,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,10 @@ from spanpoint.stores.base import (
     RunRecord,
     RunStatus,
     WaitRecord,
+    checkpoint_row,
+    json_or_none,
     owner_is_dead_here,
+    wait_from_row,
 )
 from spanpoint.stores.heartbeat import Held, LeaseHeartbeat
 from spanpoint.stores.postgres_sql import (
@@ -257,23 +260,7 @@ class PostgresStore:
         cp = checkpoint
         if owner is not None:
             self._heartbeat.drop(cp.key, owner)
-        params = (
-            cp.key,
-            cp.run_id,
-            cp.path,
-            cp.name,
-            cp.kind,
-            cp.ordinal,
-            cp.output_type,
-            cp.output,
-            cp.trace_id,
-            cp.span_id,
-            cp.parent_span_id,
-            cp.attempt,
-            cp.started_at_ns,
-            cp.ended_at_ns,
-            json.dumps(cp.view),
-        )
+        params = checkpoint_row(cp)
         return bool(self._fetchall("put", PUT, params))
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
@@ -338,9 +325,9 @@ class PostgresStore:
             "question = COALESCE(w.question, excluded.question), "
             "schema = COALESCE(w.schema, excluded.schema) "
             f"RETURNING {WAIT_COLS}",
-            (run_id, name, question, _json_or_none(schema)),
+            (run_id, name, question, json_or_none(schema)),
         )
-        return _wait_record(rows[0])
+        return wait_from_row(rows[0])
 
     def provide_input(self, run_id: str, name: str, value_json: str) -> WaitRecord:
         rows = self._fetchall(
@@ -351,13 +338,13 @@ class PostgresStore:
             f"RETURNING {WAIT_COLS}",
             (run_id, name, value_json),
         )
-        return _wait_record(rows[0])
+        return wait_from_row(rows[0])
 
     def list_waits(self, *, pending_only: bool = True) -> list[WaitRecord]:
         where = "WHERE value_json IS NULL " if pending_only else ""
         query = f"SELECT {WAIT_COLS} FROM spanpoint_waits {where}ORDER BY created_at"
         rows = self._fetchall("list_waits", query, ())
-        return [_wait_record(row) for row in rows]
+        return [wait_from_row(row) for row in rows]
 
     # --- retention -----------------------------------------------------------------------
 
@@ -424,21 +411,4 @@ def _journal_row(r: BoundaryRecord) -> tuple[Any, ...]:
         r.started_at_ns,
         r.ended_at_ns,
         r.error,
-    )
-
-
-def _json_or_none(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True)
-
-
-def _wait_record(row: Sequence[Any]) -> WaitRecord:
-    run_id, name, question, schema, value_json, created_at, provided_at = row
-    return WaitRecord(
-        run_id,
-        name,
-        question,
-        None if schema is None else json.loads(schema),
-        value_json,
-        created_at,
-        provided_at,
     )

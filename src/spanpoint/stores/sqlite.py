@@ -27,7 +27,10 @@ from spanpoint.stores.base import (
     RunRecord,
     RunStatus,
     WaitRecord,
+    checkpoint_row,
+    json_or_none,
     owner_is_dead_here,
+    wait_from_row,
 )
 
 T = TypeVar("T")
@@ -333,24 +336,7 @@ class SqliteStore:
         # One statement: the insert commits the checkpoint and its trigger ends the lease
         # (whoever held it: a committed boundary needs no lease).
         cp = checkpoint
-        params = (
-            cp.key,
-            cp.run_id,
-            cp.path,
-            cp.name,
-            cp.kind,
-            cp.ordinal,
-            cp.output_type,
-            cp.output,
-            cp.trace_id,
-            cp.span_id,
-            cp.parent_span_id,
-            cp.attempt,
-            cp.started_at_ns,
-            cp.ended_at_ns,
-            json.dumps(cp.view),
-            cp.run_id,
-        )
+        params = (*checkpoint_row(cp), cp.run_id)
         sql = (
             f"INSERT OR IGNORE INTO checkpoints ({_CHECKPOINT_COLUMNS}, seq) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
@@ -400,7 +386,7 @@ class SqliteStore:
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id, name) DO UPDATE SET "
                 "question = COALESCE(waits.question, excluded.question), "
                 "schema = COALESCE(waits.schema, excluded.schema)",
-                (run_id, name, question, _json_or_none(schema), time.time()),
+                (run_id, name, question, json_or_none(schema), time.time()),
             )
             return self._wait(conn, run_id, name)
 
@@ -426,7 +412,7 @@ class SqliteStore:
             f"FROM waits {where} ORDER BY created_at"
         )
         rows = self._run("list_waits", lambda c: c.execute(sql).fetchall(), write=False)
-        return [_wait_record(row) for row in rows]
+        return [wait_from_row(row) for row in rows]
 
     def _wait(self, conn: sqlite3.Connection, run_id: str, name: str) -> WaitRecord:
         row = conn.execute(
@@ -434,7 +420,7 @@ class SqliteStore:
             "FROM waits WHERE run_id = ? AND name = ?",
             (run_id, name),
         ).fetchone()
-        return _wait_record(row)
+        return wait_from_row(row)
 
     # --- retention -----------------------------------------------------------------------
 
@@ -454,20 +440,3 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-
-def _json_or_none(value: dict[str, Any] | None) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True)
-
-
-def _wait_record(row: tuple[Any, ...]) -> WaitRecord:
-    run_id, name, question, schema, value_json, created_at, provided_at = row
-    return WaitRecord(
-        run_id,
-        name,
-        question,
-        None if schema is None else json.loads(schema),
-        value_json,
-        created_at,
-        provided_at,
-    )
