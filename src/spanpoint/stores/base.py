@@ -122,6 +122,24 @@ class WaitRecord:
         return self.value_json is not None
 
 
+def journal_row(r: BoundaryRecord) -> tuple[Any, ...]:
+    """A journal entry's column values in ``BoundaryRecord`` field order."""
+    return (
+        r.run_id,
+        r.attempt,
+        r.key,
+        r.path,
+        r.name,
+        r.kind,
+        r.status,
+        r.span_id,
+        r.parent_span_id,
+        r.started_at_ns,
+        r.ended_at_ns,
+        r.error,
+    )
+
+
 def json_or_none(value: dict[str, Any] | None) -> str | None:
     """A JSON text column for an optional mapping (keys sorted, so equal values compare)."""
     return None if value is None else json.dumps(value, sort_keys=True)

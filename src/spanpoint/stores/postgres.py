@@ -35,6 +35,7 @@ from spanpoint.stores.base import (
     RunStatus,
     WaitRecord,
     checkpoint_row,
+    journal_row,
     json_or_none,
     owner_is_dead_here,
     wait_from_row,
@@ -197,7 +198,7 @@ class PostgresStore:
                     "INSERT INTO spanpoint_journal (run_id, attempt, key, path, name, kind, "
                     "status, span_id, parent_span_id, started_at_ns, ended_at_ns, error) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [_journal_row(r) for r in journal],
+                    [journal_row(r) for r in journal],
                 )
 
         self._run("finish_run", op)
@@ -395,20 +396,3 @@ def _describe(dsn: str) -> str:
     user = f"{info['user']}@" if info.get("user") else ""
     port = f":{info['port']}" if info.get("port") else ""
     return f"postgresql://{user}{info.get('host', '')}{port}/{info.get('dbname', '')}"
-
-
-def _journal_row(r: BoundaryRecord) -> tuple[Any, ...]:
-    return (
-        r.run_id,
-        r.attempt,
-        r.key,
-        r.path,
-        r.name,
-        r.kind,
-        r.status,
-        r.span_id,
-        r.parent_span_id,
-        r.started_at_ns,
-        r.ended_at_ns,
-        r.error,
-    )

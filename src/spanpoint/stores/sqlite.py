@@ -28,6 +28,7 @@ from spanpoint.stores.base import (
     RunStatus,
     WaitRecord,
     checkpoint_row,
+    journal_row,
     json_or_none,
     owner_is_dead_here,
     wait_from_row,
@@ -231,23 +232,7 @@ class SqliteStore:
                 "INSERT INTO journal (run_id, attempt, key, path, name, kind, status, span_id, "
                 "parent_span_id, started_at_ns, ended_at_ns, error) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.run_id,
-                        r.attempt,
-                        r.key,
-                        r.path,
-                        r.name,
-                        r.kind,
-                        r.status,
-                        r.span_id,
-                        r.parent_span_id,
-                        r.started_at_ns,
-                        r.ended_at_ns,
-                        r.error,
-                    )
-                    for r in journal
-                ],
+                [journal_row(r) for r in journal],
             )
 
         self._run("finish_run", op, write=True)
