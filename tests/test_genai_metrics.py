@@ -123,6 +123,7 @@ def test_boundaries_are_counted_by_kind_and_outcome(signals: Signals) -> None:
     with spanpoint.run("count-me"):
         publish(load())
     load()  # outside a run: a plain span, not a boundary of a durable run
+    # Counted once per run, when the run ends.
 
     counted = {
         (p.attributes[semconv.BOUNDARY_KIND], p.attributes[semconv.OUTCOME]): p.value

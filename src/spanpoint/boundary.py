@@ -323,6 +323,8 @@ class _Execution:
         span, staged = self.span, self.staged
         recording = span.is_recording()
         span.end()
+        if self.call.scope is not None:
+            self.call.scope.count_executed(self.call.spec.kind)
         if staged is None:
             self._release_unused_lease()
             return

@@ -7,10 +7,11 @@ and, for token usage, ``gen_ai.token.type`` (``input`` / ``output``).
 
 They are recorded by :class:`GenAIMetricsProcessor` when a spanpoint span ends, so every path
 that makes a GenAI span — ``GraphRunner``, the middleware, the zero-code patches — is counted
-exactly once and none of them carries metric code. The same processor counts spanpoint's own
-``spanpoint.boundaries`` (by ``spanpoint.boundary.kind`` and ``spanpoint.outcome``: executed,
-replayed, failed) for every boundary inside a durable run. Replayed spans are not client operations
-(nothing was called) and are not recorded; ``spanpoint.replays`` counts them.
+exactly once and none of them carries metric code. spanpoint's own ``spanpoint.boundaries``
+(by ``spanpoint.boundary.kind`` and ``spanpoint.outcome``: executed, replayed, failed,
+interrupted) is added here too, once per durable run (:func:`count_boundaries`). Replayed
+spans are not client operations (nothing was called) and are not recorded;
+``spanpoint.replays`` counts them.
 ``invoke_workflow`` spans (plain graphs, not agents) are not GenAI client operations and are
 not recorded. Token usage is recorded for ``chat`` spans only: a graph call's usage is the sum
 of its model calls, and recording both would count every token twice.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.context import Context
@@ -96,8 +98,6 @@ class GenAIMetricsProcessor(SpanProcessor):
             return
         attrs = span.attributes or {}
         try:
-            if semconv.REPLAYED in attrs:  # set only on boundaries inside a durable run
-                count_boundary(span, attrs)
             operation = attrs.get(semconv.GEN_AI_OPERATION_NAME)
             if operation in _CLIENT_OPERATIONS and attrs.get(semconv.REPLAYED) is not True:
                 record(span, attrs, operation)
@@ -135,17 +135,16 @@ def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
             )
 
 
-def count_boundary(span: ReadableSpan, attrs: Any) -> None:
-    """Count one boundary of a durable run: ``spanpoint.boundaries`` by kind and outcome."""
+def count_boundaries(counts: Mapping[tuple[str, str], int]) -> None:
+    """Add a finished run's boundaries to ``spanpoint.boundaries`` by kind and outcome.
+
+    Counted once per run, not per boundary: a metric ``add`` costs about as much as the rest
+    of a replayed boundary, and the counts are exact either way.
+    """
     from spanpoint.config import settings
 
-    if attrs.get(semconv.REPLAYED) is True:
-        outcome = "replayed"
-    elif span.status.status_code is StatusCode.ERROR:
-        outcome = "failed"
-    else:
-        outcome = "executed"
-    _instruments(settings().meter_provider).boundaries.add(
-        1,
-        {semconv.BOUNDARY_KIND: attrs.get(semconv.BOUNDARY_KIND, ""), semconv.OUTCOME: outcome},
-    )
+    if not counts:
+        return
+    counter = _instruments(settings().meter_provider).boundaries
+    for (kind, outcome), value in counts.items():
+        counter.add(value, {semconv.BOUNDARY_KIND: kind, semconv.OUTCOME: outcome})

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
@@ -81,6 +82,8 @@ class RunScope:
     journal: list[BoundaryRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     commit_failures: int = 0
+    #: (boundary kind, outcome) -> how many, for the spanpoint.boundaries metric at run end.
+    boundary_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     status: RunStatus = "running"
     span: Span | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -93,9 +96,23 @@ class RunScope:
 
     def record(self, entry: BoundaryRecord) -> None:
         """Keep a journal entry; the journal is written once, when the run ends."""
+        outcome = _OUTCOMES[entry.status]
         with self._lock:
             self.journal.append(entry)
+            self.boundary_counts[(entry.kind, outcome)] += 1
 
+    def count_executed(self, kind: str) -> None:
+        """Count an executed boundary (executed ones are recorded by their checkpoint)."""
+        with self._lock:
+            self.boundary_counts[(kind, "executed")] += 1
+
+
+_OUTCOMES = {
+    "ok": "executed",
+    "replayed": "replayed",
+    "error": "failed",
+    "interrupted": "interrupted",
+}
 
 _RUN: ContextVar[RunScope | None] = ContextVar("spanpoint_run", default=None)
 _FRAME: ContextVar[Frame | None] = ContextVar("spanpoint_frame", default=None)
@@ -263,6 +280,7 @@ class run:
             scope.store.finish_run(scope.run_id, scope.status, scope.journal)
         except StoreError as err:
             scope.warn(f"could not record the end of run {scope.run_id!r}: {err}")
+        _count_boundaries(scope)
         return suppress
 
     async def __aenter__(self) -> run:
@@ -284,6 +302,15 @@ class run:
         if isinstance(self._store_arg, str):
             return open_store(self._store_arg)
         return self._store_arg
+
+
+def _count_boundaries(scope: RunScope) -> None:
+    from spanpoint.genai_metrics import count_boundaries
+
+    try:
+        count_boundaries(scope.boundary_counts)
+    except Exception as exc:  # observability is best effort
+        logger.debug("spanpoint: boundary metrics not recorded: %s", exc)
 
 
 def current_trace_ids() -> tuple[str, str] | None:
