@@ -313,17 +313,24 @@ def graph_stream(options: PatchOptions) -> Wrapper:
     return traced
 
 
-def _traced_iter(
-    options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-) -> Iterator[Any]:
-    parent = _ACTIVE.get()
-    adopted = _adopted_span(parent)
+def _stream_scope(
+    options: PatchOptions, instance: Any, args: Any, kwargs: Any
+) -> tuple[trace.Span, Any, Any, _GraphCall]:
+    """The span a stream runs under (adopted from an enclosing graph call, else its own), its
+    chunk recorder (None when adopted), the context to attach, and the graph call to mark."""
+    adopted = _adopted_span(_ACTIVE.get())
     span, recorder = (
         (adopted, None) if adopted else _open_stream_span(options, instance, args, kwargs)
     )
-    ctx = trace.set_span_in_context(span)
     graph_call = _GraphCall(instance, inner_stream_pending=False)
     graph_call.span = span
+    return span, recorder, trace.set_span_in_context(span), graph_call
+
+
+def _traced_iter(
+    options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+) -> Iterator[Any]:
+    span, recorder, ctx, graph_call = _stream_scope(options, instance, args, kwargs)
     graph_call_token = None
     error: BaseException | None = None
     inner = None
@@ -373,14 +380,7 @@ def graph_astream(options: PatchOptions) -> Wrapper:
 async def _traced_aiter(
     options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> AsyncIterator[Any]:
-    parent = _ACTIVE.get()
-    adopted = _adopted_span(parent)
-    span, recorder = (
-        (adopted, None) if adopted else _open_stream_span(options, instance, args, kwargs)
-    )
-    ctx = trace.set_span_in_context(span)
-    graph_call = _GraphCall(instance, inner_stream_pending=False)
-    graph_call.span = span
+    span, recorder, ctx, graph_call = _stream_scope(options, instance, args, kwargs)
     error: BaseException | None = None
     inner = None
     try:

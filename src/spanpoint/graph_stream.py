@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from spanpoint.graph_call import GraphCall
 
 
-def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> Iterator[Any]:
-    """Yield the graph's chunks; record each as a span event."""
+def _open_recorded(
+    call: GraphCall, req: RunRequest, kwargs: dict[str, Any]
+) -> tuple[float, trace.Span, StreamRecorder]:
+    """Start time, the stream's span, and the recorder that turns its chunks into events."""
     started, span = time.perf_counter(), call._open_span(req, "stream")
     recorder = StreamRecorder(
         span,
@@ -33,6 +35,12 @@ def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> It
         subgraphs=bool(kwargs.get("subgraphs")),
         policy=call.runner.policy,
     )
+    return started, span, recorder
+
+
+def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> Iterator[Any]:
+    """Yield the graph's chunks; record each as a span event."""
+    started, span, recorder = _open_recorded(call, req, kwargs)
     with _current(span):
         chunks = iter(call.graph.stream(req.input, req.graph_config(), **call._kwargs(req, kwargs)))
     try:
@@ -62,13 +70,7 @@ async def astream_graph(
     call: GraphCall, req: RunRequest, kwargs: dict[str, Any]
 ) -> AsyncIterator[Any]:
     """The async form of :func:`stream_graph`."""
-    started, span = time.perf_counter(), call._open_span(req, "stream")
-    recorder = StreamRecorder(
-        span,
-        stream_mode=kwargs.get("stream_mode") or getattr(call.graph, "stream_mode", None),
-        subgraphs=bool(kwargs.get("subgraphs")),
-        policy=call.runner.policy,
-    )
+    started, span, recorder = _open_recorded(call, req, kwargs)
     with _current(span):
         chunks = call.graph.astream(req.input, req.graph_config(), **call._kwargs(req, kwargs))
     try:
