@@ -146,7 +146,9 @@ def lease_expiry(kind: str, address: str) -> float:
         import sqlite3
 
         with sqlite3.connect(address) as conn:
-            ((expires_at,),) = conn.execute("SELECT expires_at FROM leases").fetchall()
+            ((expires_at,),) = conn.execute(
+                "SELECT lease_expires_at FROM checkpoints WHERE output IS NULL"
+            ).fetchall()
         return float(expires_at)
     import psycopg
 

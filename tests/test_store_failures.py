@@ -23,10 +23,10 @@ class FlakyStore(MemoryStore):
         self.fail_reads = False
         self.fail_writes = False
 
-    def claim(self, key, owner, ttl_s):  # type: ignore[no-untyped-def]
+    def claim(self, key, owner, ttl_s, *, fresh=False):  # type: ignore[no-untyped-def]
         if self.fail_reads:
             raise StoreError("memory: claim failed: connection reset")
-        return super().claim(key, owner, ttl_s)
+        return super().claim(key, owner, ttl_s, fresh=fresh)
 
     def put(self, checkpoint, *, owner=None):  # type: ignore[no-untyped-def]
         if self.fail_writes:

@@ -3,37 +3,55 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 from spanpoint.errors import StoreUnavailableError
 from spanpoint.stores.base import Checkpoint
-from spanpoint.stores.sqlite import SCHEMA_VERSION, SqliteStore
+from spanpoint.stores.sqlite import _MIGRATIONS, SCHEMA_VERSION, SqliteStore
 
 
-def schema(path: Path) -> tuple[str, list[str]]:
+def version_of(path: Path) -> str:
     with sqlite3.connect(path) as conn:
-        version = conn.execute("SELECT v FROM spanpoint_meta WHERE k='schema_version'").fetchone()
-        triggers = [
-            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
-        ]
-    return version[0], triggers
+        return str(
+            conn.execute("SELECT v FROM spanpoint_meta WHERE k='schema_version'").fetchone()[0]
+        )
 
 
-def test_a_version_1_file_is_migrated_and_commits_end_leases(tmp_path: Path) -> None:
+def write_version_2_file(path: Path) -> None:
+    """A file exactly as spanpoint with schema 2 left it: a committed checkpoint, a live lease."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE spanpoint_meta (k TEXT PRIMARY KEY, v TEXT)")
+        for version in (1, 2):
+            for statement in _MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO spanpoint_meta VALUES ('schema_version', '2')")
+        for seq, key in enumerate(("done-2", "done-1"), start=1):
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (?, 'run', 'p', 'n', 'step', 0, 'json', ?, ?, ?, "
+                "NULL, 1, 1, ?, '{}', ?)",
+                (key, b'"out"', "0" * 32, "0" * 16, 10 + seq, seq),
+            )
+        conn.execute("INSERT INTO leases VALUES ('busy', 'host-a:1:aaa', ?)", (time.time() + 60,))
+
+
+def test_a_version_2_file_keeps_its_checkpoints_and_leases(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    SqliteStore(path).close()
-    with sqlite3.connect(path) as conn:  # make it look like a file written by schema 1
-        conn.execute("DROP TRIGGER checkpoint_ends_lease")
-        conn.execute("UPDATE spanpoint_meta SET v = '1' WHERE k = 'schema_version'")
+    write_version_2_file(path)
     store = SqliteStore(path)
     try:
-        assert schema(path) == (str(SCHEMA_VERSION), ["checkpoint_ends_lease"])
-        assert store.claim("k", "me", 60).state == "acquired"
-        store.put(Checkpoint("k", "r", "p", "n", "step", 0, "null", b"", "0" * 32, "0" * 16))
-        with sqlite3.connect(path) as conn:
-            assert conn.execute("SELECT COUNT(*) FROM leases").fetchone() == (0,)
+        assert version_of(path) == str(SCHEMA_VERSION)
+        assert [c.key for c in store.list_checkpoints("run")] == ["done-2", "done-1"]
+        assert store.claim("done-1", "me", 60).state == "committed"
+        held = store.claim("busy", "host-b:2:bbb", 60)
+        assert (held.state, held.owner) == ("held", "host-a:1:aaa")
+        assert store.get_run("run") is None  # no run row was written by this fixture
+        assert store.put(
+            Checkpoint("busy", "run", "p", "n", "step", 0, "json", b"1", "0" * 32, "0" * 16)
+        )
+        assert store.claim("busy", "host-b:2:bbb", 60).state == "committed"
     finally:
         store.close()
 

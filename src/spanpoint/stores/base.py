@@ -269,8 +269,13 @@ class CheckpointStore(Protocol):
         """The checkpoint committed under ``key``, or None."""
         ...
 
-    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
-        """Look ``key`` up and, if it is not committed, try to take its lease, in one trip."""
+    def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
+        """Look ``key`` up and, if it is not committed, try to take its lease, in one trip.
+
+        ``fresh`` is a hint that nothing is likely committed under ``key`` (the run's first
+        attempt): a store whose lookup and lease are separate statements may then try the
+        lease first. The result must be the same either way.
+        """
         ...
 
     def release(self, key: str, owner: str) -> None:

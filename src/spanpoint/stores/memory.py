@@ -64,7 +64,7 @@ class MemoryStore:
     def get(self, key: str) -> Checkpoint | None:
         return self._checkpoints.get(key)
 
-    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+    def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
         now = time.time()
         with self._lock:
             done = self._checkpoints.get(key)

@@ -223,7 +223,7 @@ class PostgresStore:
         )
         return self._checkpoint(rows[0]) if rows else None
 
-    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
+    def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
         rows = self._run("claim", lambda c: _claim(c, key, owner, ttl_s))
         if not rows:  # the row appeared after this statement's snapshot: ask again soon
             return Claim("held", owner=None, expires_at=0.0)

@@ -36,7 +36,7 @@ from spanpoint.stores.base import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _statements(script: str) -> list[str]:
@@ -113,6 +113,45 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TRIGGER checkpoint_ends_lease AFTER INSERT ON checkpoints "
         "BEGIN DELETE FROM leases WHERE key = NEW.key; END"
     ],
+    # The lease lives on the checkpoint's own row (output NULL until committed), as in the
+    # PostgreSQL store: a claim inserts one row, a commit fills it in. Each is one write of
+    # fewer B-tree pages than a leases table plus a trigger (85 -> 40 µs per executed
+    # boundary, bench/README.md). A run's checkpoints are ordered by when they ended.
+    3: _statements(
+        """
+    CREATE TABLE checkpoints_v3 (
+        key TEXT PRIMARY KEY,
+        run_id TEXT,
+        path TEXT,
+        name TEXT,
+        kind TEXT,
+        ordinal INTEGER,
+        output_type TEXT,
+        output BLOB,
+        trace_id TEXT,
+        span_id TEXT,
+        parent_span_id TEXT,
+        attempt INTEGER,
+        started_at_ns INTEGER,
+        ended_at_ns INTEGER,
+        view TEXT,
+        lease_owner TEXT,
+        lease_expires_at REAL
+    );
+    INSERT INTO checkpoints_v3 (key, run_id, path, name, kind, ordinal, output_type, output,
+        trace_id, span_id, parent_span_id, attempt, started_at_ns, ended_at_ns, view)
+        SELECT key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id,
+        parent_span_id, attempt, started_at_ns, ended_at_ns, view
+        FROM checkpoints ORDER BY run_id, seq;
+    INSERT INTO checkpoints_v3 (key, lease_owner, lease_expires_at)
+        SELECT key, owner, expires_at FROM leases
+        WHERE key NOT IN (SELECT key FROM checkpoints);
+    DROP TABLE checkpoints;
+    DROP TABLE leases;
+    ALTER TABLE checkpoints_v3 RENAME TO checkpoints;
+    CREATE INDEX checkpoints_run ON checkpoints (run_id, ended_at_ns) WHERE output IS NOT NULL
+    """
+    ),
 }
 
 _CHECKPOINT_COLUMNS = (
@@ -249,7 +288,8 @@ class SqliteStore:
     def _select_runs(self, where: str, params: tuple[Any, ...], limit: int) -> list[RunRecord]:
         sql = (
             "SELECT r.run_id, r.name, r.attempts, r.status, r.created_at, r.updated_at, "
-            "(SELECT COUNT(*) FROM checkpoints c WHERE c.run_id = r.run_id) "
+            "(SELECT COUNT(*) FROM checkpoints c WHERE c.run_id = r.run_id "
+            "AND c.output IS NOT NULL) "
             f"FROM runs r {where} ORDER BY r.updated_at DESC LIMIT ?"
         )
         rows = self._run(
@@ -259,7 +299,7 @@ class SqliteStore:
 
     # --- checkpoints and leases ----------------------------------------------------------
 
-    _GET = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ?"
+    _GET = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ? AND output IS NOT NULL"
 
     def get(self, key: str) -> Checkpoint | None:
         row = self._run("get", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
@@ -268,18 +308,19 @@ class SqliteStore:
     # Take the lease unless the boundary is committed or another owner's lease is live: one
     # statement, so checking and taking are atomic without an explicit transaction.
     _TAKE_LEASE = (
-        "INSERT INTO leases (key, owner, expires_at) "
-        "SELECT ?1, ?2, ?3 WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE key = ?1) "
-        "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at "
-        "WHERE leases.owner = excluded.owner OR leases.expires_at <= ?4 "
-        "RETURNING expires_at"
+        "INSERT INTO checkpoints (key, lease_owner, lease_expires_at) VALUES (?1, ?2, ?3) "
+        "ON CONFLICT(key) DO UPDATE SET lease_owner = excluded.lease_owner, "
+        "lease_expires_at = excluded.lease_expires_at WHERE checkpoints.output IS NULL "
+        "AND (checkpoints.lease_owner = excluded.lease_owner "
+        "OR checkpoints.lease_expires_at <= ?4) RETURNING lease_expires_at"
     )
 
-    def claim(self, key: str, owner: str, ttl_s: float) -> Claim:
-        # A committed checkpoint is final, so a replay needs one read and no write lock.
-        row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
-        if row is not None:
-            return Claim("committed", checkpoint=self._checkpoint(row))
+    def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
+        if not fresh:
+            # A committed checkpoint is final, so a replay needs one read and no write lock.
+            row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
+            if row is not None:
+                return Claim("committed", checkpoint=self._checkpoint(row))
         now = time.time()
         taken = self._run(
             "claim",
@@ -291,7 +332,7 @@ class SqliteStore:
         return self._claim_contended(key, owner, ttl_s)
 
     def _claim_contended(self, key: str, owner: str, ttl_s: float) -> Claim:
-        """The rare path: committed meanwhile, or leased by someone else (maybe dead)."""
+        """The rare path: committed already, or leased by someone else (maybe dead)."""
 
         def op(conn: sqlite3.Connection) -> Claim:
             row = conn.execute(self._GET, (key,)).fetchone()
@@ -299,12 +340,14 @@ class SqliteStore:
                 return Claim("committed", checkpoint=self._checkpoint(row))
             now = time.time()
             held = conn.execute(
-                "SELECT owner, expires_at FROM leases WHERE key = ?", (key,)
+                "SELECT lease_owner, lease_expires_at FROM checkpoints WHERE key = ?", (key,)
             ).fetchone()
             if held and held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
                 return Claim("held", owner=held[0], expires_at=held[1])
             conn.execute(
-                "INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (key, owner, now + ttl_s)
+                "INSERT OR REPLACE INTO checkpoints (key, lease_owner, lease_expires_at) "
+                "VALUES (?, ?, ?)",
+                (key, owner, now + ttl_s),
             )
             return Claim("acquired", owner=owner, expires_at=now + ttl_s)
 
@@ -313,26 +356,34 @@ class SqliteStore:
     def release(self, key: str, owner: str) -> None:
         self._run(
             "release",
-            lambda c: c.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner)),
+            lambda c: c.execute(
+                "DELETE FROM checkpoints WHERE key = ? AND lease_owner = ? AND output IS NULL",
+                (key, owner),
+            ),
             write=False,  # one statement: atomic on its own
         )
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
-        # One statement: the insert commits the checkpoint and its trigger ends the lease
-        # (whoever held it: a committed boundary needs no lease).
-        cp = checkpoint
-        params = (*checkpoint_row(cp), cp.run_id)
-        sql = (
-            f"INSERT OR IGNORE INTO checkpoints ({_CHECKPOINT_COLUMNS}, seq) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            # seq orders a run's checkpoints; per run, MAX is one lookup in the
-            # (run_id, seq) index instead of a scan of every run's checkpoints.
-            "(SELECT COALESCE(MAX(seq), 0) + 1 FROM checkpoints WHERE run_id = ?))"
+    # One statement fills in the leased row (or inserts one when nobody claimed the key) and
+    # ends the lease, whoever held it: a committed boundary needs no lease. The first commit
+    # of a key wins; the WHERE makes any later one a no-op.
+    _PUT = (
+        f"INSERT INTO checkpoints ({_CHECKPOINT_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+        + ", ".join(
+            f"{column} = excluded.{column}" for column in _CHECKPOINT_COLUMNS.split(", ")[1:]
         )
-        return self._run("put", lambda c: c.execute(sql, params).rowcount == 1, write=False)
+        + ", lease_owner = NULL, lease_expires_at = NULL WHERE checkpoints.output IS NULL"
+    )
+
+    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        params = checkpoint_row(checkpoint)
+        return self._run("put", lambda c: c.execute(self._PUT, params).rowcount == 1, write=False)
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
-        sql = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq"
+        sql = (
+            f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? "
+            "AND output IS NOT NULL ORDER BY ended_at_ns, rowid"
+        )
         rows = self._run(
             "list_checkpoints", lambda c: c.execute(sql, (run_id,)).fetchall(), write=False
         )
@@ -418,6 +469,10 @@ class SqliteStore:
             ]
             for table in ("checkpoints", "journal", "waits", "runs"):
                 conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in old])
+            # Leases of workers that died and whose boundary never ran again: no run owns them.
+            conn.execute(
+                "DELETE FROM checkpoints WHERE output IS NULL AND lease_expires_at < ?", (cutoff,)
+            )
             return len(old)
 
         return self._run("delete_runs_older_than", op, write=True)
