@@ -17,11 +17,12 @@ Outside a run, or with ``replay=False``, a boundary is a plain span that never t
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
@@ -34,12 +35,15 @@ from spanpoint.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from spanpoint.run import Frame, RunScope, current_frame, current_run, entered_frame
+from spanpoint.run import Frame, RunScope, current_frame, current_run, pop_frame, push_frame
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim
 
 T = TypeVar("T")
 
 _MISSING: Any = object()
+_HELD: Any = object()
+_OK = Status(StatusCode.OK)
+_ORIGINAL_LINK = {"spanpoint.link": "original_execution"}
 
 
 @dataclass(slots=True)
@@ -79,7 +83,18 @@ class BoundarySpec:
 class _Call:
     """One pass through one boundary. Not reused; not shared between threads."""
 
-    __slots__ = ("claimed", "frame", "key", "ordinal", "parent", "path", "scope", "spec", "tracer")
+    __slots__ = (
+        "claimed",
+        "frame",
+        "holder",
+        "key",
+        "ordinal",
+        "parent",
+        "path",
+        "scope",
+        "spec",
+        "tracer",
+    )
 
     def __init__(self, spec: BoundarySpec) -> None:
         self.spec = spec
@@ -88,6 +103,7 @@ class _Call:
         self.scope: RunScope | None = scope
         self.parent: Frame | None = current_frame() if scope is not None else None
         self.claimed = False
+        self.holder: Claim | None = None
         self.key = ""
         self.ordinal = 0
         parent_path = self.parent.path if self.parent else ""
@@ -109,41 +125,57 @@ class _Call:
 
     # --- lookup --------------------------------------------------------------------------
 
-    def resolve(self) -> Generator[float, None, Any]:
-        """Yield delays to sleep while another worker holds the lease; return the replayed
-        output, or ``_MISSING`` when the body must execute."""
+    def lookup(self) -> Any:
+        """The replayed output; ``_MISSING`` when the body must execute; ``_HELD`` while
+        another worker holds the lease (then :meth:`wait` for it)."""
         scope = self.scope
         if scope is None:
             return _MISSING
+        try:
+            # On a run's first attempt nothing is committed yet (unless a concurrent worker got
+            # there first, which the claim still detects): the lease can come first.
+            claim: Claim = scope.store.claim(
+                self.key, scope.owner, scope.lease_ttl_s, fresh=scope.attempt == 1
+            )
+        except StoreError as exc:  # invariant 5: a failed read means "execute"
+            if isinstance(exc, StoreUnavailableError) and (
+                scope.strict or getattr(scope.store, "fail_when_unreachable", False)
+            ):
+                # An unreachable store can neither replay nor keep the boundary single-flight:
+                # fail before the body's side effect, not after. A shared store
+                # (PostgresStore) asks for this by default; see design-notes.md.
+                raise
+            scope.warn(f"checkpoint lookup for {self.path!r} failed, executing: {exc}")
+            return _MISSING
+        if claim.state == "committed" and claim.checkpoint is not None:
+            return self._replay(scope, claim.checkpoint)
+        if claim.state == "acquired":
+            self.claimed = True
+            return _MISSING
+        self.holder = claim
+        return _HELD
+
+    def wait(self) -> Generator[float, None, Any]:
+        """Yield delays to sleep while another worker holds the lease; return what
+        :meth:`lookup` returns once it is committed or free."""
+        scope = self.scope
+        assert scope is not None
         deadline = time.monotonic() + scope.lease_wait_timeout_s
         delay = 0.01
         while True:
-            try:
-                claim: Claim = scope.store.claim(self.key, scope.owner, scope.lease_ttl_s)
-            except StoreError as exc:  # invariant 5: a failed read means "execute"
-                if isinstance(exc, StoreUnavailableError) and (
-                    scope.strict or getattr(scope.store, "fail_when_unreachable", False)
-                ):
-                    # An unreachable store can neither replay nor keep the boundary
-                    # single-flight: fail before the body's side effect, not after. A shared
-                    # store (PostgresStore) asks for this by default; see design-notes.md.
-                    raise
-                scope.warn(f"checkpoint lookup for {self.path!r} failed, executing: {exc}")
-                return _MISSING
-            if claim.state == "committed" and claim.checkpoint is not None:
-                return self._replay(scope, claim.checkpoint)
-            if claim.state == "acquired":
-                self.claimed = True
-                return _MISSING
             if time.monotonic() >= deadline:
+                held = self.holder
                 raise LeaseTimeoutError(
                     f"boundary {self.path!r} of run {scope.run_id!r} is being executed by "
-                    f"{claim.owner} (lease until {claim.expires_at:.0f}) and was not committed "
-                    f"within {scope.lease_wait_timeout_s:g}s on {scope.store.description}; "
-                    "raise lease_wait_timeout_s or check that worker"
+                    f"{held.owner} (lease until {held.expires_at or 0:.0f}) and was not "
+                    f"committed within {scope.lease_wait_timeout_s:g}s on "
+                    f"{scope.store.description}; raise lease_wait_timeout_s or check that worker"
                 )
             yield delay
             delay = min(delay * 2, 0.5)
+            found = self.lookup()
+            if found is not _HELD:
+                return found
 
     def _replay(self, scope: RunScope, cp: Checkpoint) -> Any:
         try:
@@ -159,13 +191,13 @@ class _Call:
             is_remote=True,
             trace_flags=TraceFlags(TraceFlags.SAMPLED),
         )
-        attrs = dict(self.spec.attributes)
+        attrs = self.spec.attributes
         attrs[semconv.REPLAYED] = True
         span = self.tracer.start_span(
             self.spec.span_name,
             kind=self.spec.span_kind,
             attributes=attrs,
-            links=[Link(original, {"spanpoint.link": "original_execution"})],
+            links=[Link(original, _ORIGINAL_LINK)],
         )
         self._describe(span, output)
         if self.spec.on_replay is not None and span.is_recording():
@@ -173,36 +205,24 @@ class _Call:
                 self.spec.on_replay(span, output)
             except Exception as exc:  # observability is best effort
                 span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exc}"])
-        span.set_status(Status(StatusCode.OK))
+        span.set_status(_OK)
         span.end()
         self._journal(scope, span, "replayed", None)
         return output
 
     # --- execution -----------------------------------------------------------------------
 
-    @contextmanager
-    def executing(self) -> Iterator[_Execution]:
-        """The boundary span, current and entered, around the body."""
+    def start(self) -> _Execution:
+        """Start the boundary span and make it, and the boundary's frame, current."""
         attrs = self.spec.attributes
         if self.scope is not None:
             attrs[semconv.REPLAYED] = False
         span = self.tracer.start_span(
             self.spec.span_name, kind=self.spec.span_kind, attributes=attrs
         )
-        self.frame.span_id = format(span.get_span_context().span_id, "016x")
-        execution = _Execution(self, span)
-        try:
-            with (
-                trace.use_span(
-                    span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-                ),
-                entered_frame(self.frame),
-            ):
-                yield execution
-        except BaseException as exc:
-            execution.fail(exc)
-            raise
-        execution.end()
+        ctx = span.get_span_context()
+        self.frame.span_id = format(ctx.span_id, "016x")
+        return _Execution(self, span, ctx)
 
     def _describe(self, span: trace.Span, output: Any) -> None:
         if self.spec.describe is not None and span.is_recording():
@@ -235,12 +255,24 @@ class _Call:
 class _Execution:
     """The executing half of a boundary: finish with an output, or fail with an exception."""
 
-    __slots__ = ("call", "span", "staged")
+    __slots__ = ("call", "ctx", "span", "staged", "tokens")
 
-    def __init__(self, call: _Call, span: trace.Span) -> None:
+    def __init__(self, call: _Call, span: trace.Span, ctx: SpanContext) -> None:
         self.call = call
         self.span = span
+        self.ctx = ctx
         self.staged: processor.StagedOutput | None = None
+        self.tokens: tuple[object, Token[Frame | None]] | None = (
+            otel_context.attach(trace.set_span_in_context(span)),
+            push_frame(call.frame),
+        )
+
+    def leave(self) -> None:
+        """Make the enclosing span and frame current again (once)."""
+        tokens, self.tokens = self.tokens, None
+        if tokens is not None:
+            pop_frame(tokens[1])
+            otel_context.detach(tokens[0])  # type: ignore[arg-type]
 
     def finish(self, output: T) -> T:
         """Stage ``output`` for commit (inside a run) and mark the span OK."""
@@ -261,7 +293,7 @@ class _Execution:
                 if scope.strict:
                     raise
             else:
-                ctx = span.get_span_context()
+                ctx = self.ctx
                 checkpoint = Checkpoint(
                     key=call.key,
                     run_id=scope.run_id,
@@ -283,7 +315,7 @@ class _Execution:
                 owner = scope.owner if call.claimed else None
                 self.staged = processor.StagedOutput(scope.store, checkpoint, owner)
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
-        span.set_status(Status(StatusCode.OK))
+        span.set_status(_OK)
         return output
 
     def fail(self, exc: BaseException) -> None:
@@ -295,7 +327,7 @@ class _Execution:
         """
         call, span, scope = self.call, self.span, self.call.scope
         if self.staged is not None:  # staged, then failed before the span ended (strict mode)
-            ctx = span.get_span_context()
+            ctx = self.ctx
             processor.unstage(ctx.trace_id, ctx.span_id)
         control_flow = _is_graph_control_flow(exc)
         if span.is_recording():
@@ -328,7 +360,7 @@ class _Execution:
         if staged is None:
             self._release_unused_lease()
             return
-        ctx = span.get_span_context()
+        ctx = self.ctx
         if not recording:
             # No SDK processor saw this span (a non-SDK provider): commit here so that
             # durability never depends on tracing being enabled.
@@ -395,15 +427,26 @@ def _interrupt_attributes(exc: BaseException) -> dict[str, AttributeValue]:
 def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ``fn(*args, **kwargs)`` as the boundary ``spec`` (replaying it when committed)."""
     call = _Call(spec)
-    steps = call.resolve()
+    found = call.lookup()
+    if found is _HELD:
+        steps = call.wait()
+        try:
+            while True:
+                time.sleep(next(steps))
+        except StopIteration as stop:
+            found = stop.value
+    if found is not _MISSING:
+        return found  # type: ignore[no-any-return]
+    execution = call.start()
     try:
-        while True:
-            time.sleep(next(steps))
-    except StopIteration as stop:
-        if stop.value is not _MISSING:
-            return stop.value  # type: ignore[no-any-return]
-    with call.executing() as execution:
-        return execution.finish(fn(*args, **kwargs))
+        output = execution.finish(fn(*args, **kwargs))
+    except BaseException as exc:
+        execution.leave()
+        execution.fail(exc)
+        raise
+    execution.leave()
+    execution.end()
+    return output
 
 
 async def acall_boundary(
@@ -413,12 +456,23 @@ async def acall_boundary(
     import asyncio
 
     call = _Call(spec)
-    steps = call.resolve()
+    found = call.lookup()
+    if found is _HELD:
+        steps = call.wait()
+        try:
+            while True:
+                await asyncio.sleep(next(steps))
+        except StopIteration as stop:
+            found = stop.value
+    if found is not _MISSING:
+        return found  # type: ignore[no-any-return]
+    execution = call.start()
     try:
-        while True:
-            await asyncio.sleep(next(steps))
-    except StopIteration as stop:
-        if stop.value is not _MISSING:
-            return stop.value  # type: ignore[no-any-return]
-    with call.executing() as execution:
-        return execution.finish(await fn(*args, **kwargs))
+        output = execution.finish(await fn(*args, **kwargs))
+    except BaseException as exc:
+        execution.leave()
+        execution.fail(exc)
+        raise
+    execution.leave()
+    execution.end()
+    return output

@@ -16,7 +16,6 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -140,14 +139,14 @@ def current_frame() -> Frame | None:
     return scope.root if scope is not None else None
 
 
-@contextmanager
-def entered_frame(frame: Frame) -> Iterator[Frame]:
-    """Make ``frame`` the parent of boundaries opened inside the block."""
-    token = _FRAME.set(frame)
-    try:
-        yield frame
-    finally:
-        _FRAME.reset(token)
+def push_frame(frame: Frame) -> Token[Frame | None]:
+    """Make ``frame`` the parent of boundaries opened until :func:`pop_frame` (hot path)."""
+    return _FRAME.set(frame)
+
+
+def pop_frame(token: Token[Frame | None]) -> None:
+    """Undo the :func:`push_frame` that returned ``token``."""
+    _FRAME.reset(token)
 
 
 def validate_run_id(run_id: object) -> str:
