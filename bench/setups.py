@@ -58,6 +58,20 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "spanpoint replay of a completed run (graph_call, SQLite store)",
         workloads.WORKLOADS,
     ),
+    "floor_span": (
+        "the floor of zero-code: one bare SDK span around each invoke, nothing else",
+        ("linear",),
+    ),
+    "floor_graph_call": (
+        "the floor of a graph_call boundary, by hand: a bare span + the SQLite lease and "
+        "commit of the output (the store's two writes) around each invoke",
+        workloads.WORKLOADS,
+    ),
+    "floor_calls": (
+        "the floor of the calls strategy, by hand: a bare AgentMiddleware whose every model "
+        "and tool call is a bare span + the SQLite lease and commit of its output",
+        ("agent", "agent_async"),
+    ),
     "openinference": ("openinference-instrumentation-langchain", workloads.WORKLOADS),
     "openllmetry": ("opentelemetry-instrumentation-langchain (OpenLLMetry)", workloads.WORKLOADS),
     "otel_genai": (
@@ -311,7 +325,99 @@ def _otel_genai(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker
     return Invoker(_plain_call(workload, _graph_for(workload)))
 
 
+# --- floors: what a setup cannot avoid, done by hand with no spanpoint code ---------------
+
+
+class _Protocol:
+    """A bare span plus one lease write and one commit per boundary, on a SQLite store."""
+
+    def __init__(self, store_dir: Path, telemetry: Telemetry) -> None:
+        from spanpoint import serde
+        from spanpoint.stores.base import Checkpoint
+        from spanpoint.stores.sqlite import SqliteStore
+
+        self.tracer = telemetry.tracer_provider.get_tracer("floor")
+        self.store = SqliteStore(store_dir / "floor.db")
+        self.serde = serde
+        self.keys = itertools.count()
+        self.template = Checkpoint("", "floor", "b", "b", "step", 0, "", b"", "0" * 32, "0" * 16)
+
+    def begin(self, name: str) -> tuple[Any, str]:
+        key = f"{next(self.keys):064d}"
+        span = self.tracer.start_span(name)
+        self.store.claim(key, "floor-owner", 300.0, fresh=True)
+        return span, key
+
+    def commit(self, span: Any, key: str, output: Any) -> None:
+        import dataclasses
+
+        tag, data = self.serde.dumps(output)
+        span.end()
+        cp = dataclasses.replace(self.template, key=key, output_type=tag, output=data)
+        self.store.put(cp, owner="floor-owner")
+
+
+def _floor_span(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    tracer = telemetry.tracer_provider.get_tracer("floor")
+    graph = _graph_for(workload)
+
+    def call(i: int) -> Any:
+        with tracer.start_as_current_span("invoke_agent linear"):
+            return graph.invoke(_input(workload, i))
+
+    return Invoker(call)
+
+
+def _floor_graph_call(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    protocol = _Protocol(store_dir, telemetry)
+    plain = _plain_call(workload, _graph_for(workload))
+
+    def call(i: int) -> Any:
+        span, key = protocol.begin(f"invoke_agent {workload}")
+        output = plain(i)
+        protocol.commit(span, key, output)
+        return output
+
+    return Invoker(call)
+
+
+def _floor_calls(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    from langchain.agents.middleware import AgentMiddleware
+
+    protocol = _Protocol(store_dir, telemetry)
+
+    class FloorMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            span, key = protocol.begin("chat")
+            response = handler(request)
+            protocol.commit(span, key, response.result)
+            return response
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            span, key = protocol.begin("chat")
+            response = await handler(request)
+            protocol.commit(span, key, response.result)
+            return response
+
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            span, key = protocol.begin("execute_tool")
+            result = handler(request)
+            protocol.commit(span, key, result)
+            return result
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            span, key = protocol.begin("execute_tool")
+            result = await handler(request)
+            protocol.commit(span, key, result)
+            return result
+
+    return Invoker(_plain_call(workload, _graph_for(workload, [FloorMiddleware()])))
+
+
 _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
+    "floor_span": _floor_span,
+    "floor_graph_call": _floor_graph_call,
+    "floor_calls": _floor_calls,
     "none": _none,
     "spanpoint_zero_code": _spanpoint_zero_code,
     "spanpoint_graph_call": _spanpoint_durable("graph_call", run_per_invoke=False),
