@@ -16,8 +16,21 @@ COMPARED = ("spanpoint_zero_code", "spanpoint_graph_call", "spanpoint_calls", "o
             "openllmetry", "openinference")  # fmt: skip
 
 
-def _holds(value: float, target: float) -> str:
-    return "yes" if value <= target else "no"
+def _holds(value: float, target: float, floor: float | None = None) -> str:
+    if value <= target:
+        return "yes"
+    if floor is not None and floor > target:
+        return "no: its floor is above the target"
+    return "no"
+
+
+# The floor setup of each target: the same workload with only what the target's setup cannot
+# avoid (a bare span, the store's lease and commit), done by hand (bench/setups.py).
+FLOORS = {
+    "spanpoint_zero_code": "floor_span",
+    "spanpoint_graph_call": "floor_graph_call",
+    "spanpoint_calls": "floor_calls",
+}
 
 
 def _until(m: dict[str, Any]) -> str:
@@ -45,8 +58,9 @@ def targets(d: dict[str, Any]) -> str:
     """The issue's targets, each with its measurement and whether it holds."""
     w, st, imp = d["workloads"], d["steps"], d["imports"]["spanpoint"]
     rows = [
-        "| target (issue 9) | spanpoint | paired CPU ratio | paired wall ratio | holds? |",
-        "| --- | --- | ---: | ---: | --- |",
+        "| target (issue 9) | spanpoint | paired CPU ratio | paired wall ratio "
+        "| its floor, paired CPU | holds? |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for label, workload, setup, limit in (
         ("linear, zero-code spans ≤ 1.03", "linear", "spanpoint_zero_code", 1.03),
@@ -57,9 +71,11 @@ def targets(d: dict[str, Any]) -> str:
     ):  # fmt: skip
         r = w[workload][setup]
         worst = max(r["paired_cpu_ratio"], r["paired_wall_ratio"])
+        floor = w[workload].get(FLOORS[setup], {}).get("paired_cpu_ratio")
+        floor_cell = f"{floor:.3f} (`{FLOORS[setup]}`)" if floor is not None else "–"
         rows.append(
             f"| {label} | `{setup}` | {r['paired_cpu_ratio']:.3f} | "
-            f"{r['paired_wall_ratio']:.3f} | {_holds(worst, limit)} |"
+            f"{r['paired_wall_ratio']:.3f} | {floor_cell} | {_holds(worst, limit, floor)} |"
         )
     rep, orig = w["agent"]["spanpoint_replay"], w["agent"]["spanpoint_graph_call_run"]
     cpu = rep["cpu_median_us"] / orig["cpu_median_us"]
@@ -67,7 +83,7 @@ def targets(d: dict[str, Any]) -> str:
     rows.append(
         "| replay of a completed agent run ≤ 0.10 of the original | `spanpoint_replay` / "
         f"`spanpoint_graph_call_run` | {cpu:.3f} ({rep['cpu_median_us'] / 1e3:.2f} / "
-        f"{orig['cpu_median_us'] / 1e3:.1f} ms) | {wall:.3f} | {_holds(max(cpu, wall), 0.10)} |"
+        f"{orig['cpu_median_us'] / 1e3:.1f} ms) | {wall:.3f} | | {_holds(max(cpu, wall), 0.10)} |"
     )
     rss = {s: r.get("rss_growth_mb", 0.0) for s, r in w["linear"].items()}
     worst_rss = max(rss[s] for s in ("spanpoint_graph_call", "spanpoint_replay",
@@ -75,18 +91,20 @@ def targets(d: dict[str, Any]) -> str:
     rows.append(
         f"| RSS growth over 10,000 invokes < 5 MB | graph_call {rss['spanpoint_graph_call']:.2f}, "
         f"replay {rss['spanpoint_replay']:.2f}, zero-code {rss['spanpoint_zero_code']:.2f} MB "
-        f"(none {rss['none']:.2f}) | | | {_holds(worst_rss, 5)} |"
+        f"(none {rss['none']:.2f}) | | | | {_holds(worst_rss, 5)} |"
     )
     rows.append(
         f"| `import spanpoint` beyond langgraph < 100 ms | {imp['beyond_langgraph_cpu_ms']:.0f} ms "
-        f"CPU, {imp['beyond_langgraph_ms']:.0f} ms wall | | | CPU "
+        f"CPU, {imp['beyond_langgraph_ms']:.0f} ms wall | | | | CPU "
         f"{_holds(imp['beyond_langgraph_cpu_ms'], 100)}, wall "
         f"{_holds(imp['beyond_langgraph_ms'], 100)} |"
     )
     times = st["executed_steps"] / st["floor_executed"]
+    protocol = st.get("protocol_steps", float("nan")) / st["floor_executed"]
     rows.append(
         f"| `@step` ≤ 2× (bare span + one SQLite commit) | {st['executed_steps']:.0f} µs vs "
-        f"{st['floor_executed']:.1f} µs floor | {times:.2f}× | | {_holds(times, 2)} |"
+        f"{st['floor_executed']:.1f} µs floor | {times:.2f}× | | {protocol:.2f}× (span, lease "
+        f"and commit by hand) | {_holds(times, 2, protocol)} |"
     )
     return "\n".join(rows)
 
