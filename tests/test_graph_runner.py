@@ -289,3 +289,65 @@ def test_counting_nodes_returns_exactly_what_langgraph_invoke_returns(configured
         assert set(ours) == set(theirs)
         assert sum(nodes.values()) == expected_nodes
     assert not counts_nodes(agent, {"stream_mode": "updates"})
+
+
+def test_the_fast_fingerprint_of_a_plain_request_is_the_general_identity_digest() -> None:
+    """Checkpoint keys must not depend on which path computed them (nor change across
+    versions): a request with only an input and a thread takes a shortcut to the same
+    ``serde.fingerprint`` of the full identity."""
+    from langgraph.types import Command
+
+    from spanpoint import serde
+    from spanpoint.graph import request_fingerprint
+
+    inputs: list[Any] = [
+        {"n": 1},
+        {"messages": [HumanMessage("héllo ✓", id="volatile")], "x": [1.5, None, True]},
+        {"nested": {"b": {"c": (1, 2)}, "a": {3, 4}}},
+        "plain text",
+        None,
+        Command(resume={"id-1": "yes"}),
+    ]
+    for graph_input in inputs:
+        req = RunRequest.start(graph_input, thread_id="thread-ü")
+        identity = {
+            "input": req.input,
+            "thread_id": req.thread_id,
+            "checkpoint_ns": None,
+            "context": None,
+            "configurable": {},
+            "kwargs": {},
+        }
+        assert request_fingerprint(req, {}) == serde.fingerprint(identity), graph_input
+    # Anything beyond an input and a thread takes the general path.
+    assert request_fingerprint(RunRequest.start(1, thread_id="t", context={"k": 1}), {}) is None
+    assert request_fingerprint(RunRequest.start(1, thread_id="t"), {"durability": "sync"}) is None
+
+
+def test_a_run_result_survives_the_store_field_for_field() -> None:
+    """encode_result lists the fields by hand (it runs on every graph call): a field added to
+    RunResult must be added there too, or a replayed result would silently lose it."""
+    import dataclasses
+
+    from spanpoint import serde
+    from spanpoint.graph_results import InterruptInfo, RunResult, decode_result, encode_result
+
+    result = RunResult(
+        status="interrupted",
+        output={"messages": [HumanMessage("hi")], "__interrupt__": []},
+        thread_id="t",
+        latest_checkpoint_id="cp-1",
+        checkpoint_ns="",
+        next_nodes=("ask",),
+        interrupts=(InterruptInfo(0, "i-1", {"q": "ok?"}, "ask", "task-1", "child:1"),),
+        pending_state={"thread_id": "t", "interrupt_ids": ["i-1"]},
+        usage={"input_tokens": 3},
+        warnings=("no checkpointer",),
+        trace_id="a" * 32,
+        span_id="b" * 16,
+    )
+    encoded = encode_result(result)
+    names = {f.name for f in dataclasses.fields(RunResult)} - {"replayed"}
+    assert set(encoded) == names | {"v"}
+    replayed = decode_result(serde.loads(*serde.dumps(encoded)))
+    assert replayed == result and replayed.replayed

@@ -17,6 +17,8 @@ inside (``spanpoint.middleware.CheckpointMiddleware``) are the boundaries. Strea
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from typing import Any, Literal
 
 from langgraph.types import Command
 
+from spanpoint import serde
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError, NotInterruptedError
@@ -118,6 +121,31 @@ class RunRequest:
         if self.checkpoint_ns is not None:
             configurable["checkpoint_ns"] = self.checkpoint_ns
         return {"configurable": configurable}
+
+
+# serde.fingerprint's canonical JSON: sorted keys, compact, UTF-8.
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_EMPTY_MAPPING = serde.canonical({})
+
+
+def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | None:
+    """``serde.fingerprint`` of a call's identity, for the common call that has only an input
+    and a thread (None otherwise): the same digest, without canonicalizing the four empty
+    parts of the identity on every call. Keys stay those of the general path
+    (tests/test_graph_runner.py checks that both agree)."""
+    if req.checkpoint_ns is not None or req.context is not None or req.configurable or kwargs:
+        return None
+    view = {  # canonical() of the identity mapping: its items sorted by key
+        "__map__": [
+            ("checkpoint_ns", None),
+            ("configurable", _EMPTY_MAPPING),
+            ("context", None),
+            ("input", serde.canonical(req.input)),
+            ("kwargs", _EMPTY_MAPPING),
+            ("thread_id", req.thread_id),
+        ]
+    }
+    return hashlib.sha256(_CANONICAL_JSON.encode(view).encode()).hexdigest()
 
 
 def build_resume_request(

@@ -21,15 +21,22 @@ from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.events import add_bounded_event
-from spanpoint.graph_info import GraphInfo
-from spanpoint.graph_invoke import ainvoke_counting, counts_nodes, invoke_counting
+from spanpoint.graph import request_fingerprint
+from spanpoint.graph_info import GraphInfo, base_attributes, captured_attributes
+from spanpoint.graph_invoke import (
+    ainvoke_counting,
+    invoke_counting,
+    is_pregel,
+    node_counters,
+    shapes_output,
+)
 from spanpoint.graph_results import (
     RunResult,
     build_result,
     decode_result,
     encode_result,
+    output_counters,
     output_interrupts,
-    output_messages,
     result_attributes,
 )
 from spanpoint.run import current_run
@@ -47,6 +54,9 @@ class GraphCall:
         self.graph = runner.graph
         self.info: GraphInfo = runner.info
         self.span_name = f"{runner.info.span_name} {runner.name}"
+        # Invariant per runner: built once, copied per call.
+        self._base_attributes = base_attributes(runner.info, runner.name, runner.strategy)
+        self._pregel = is_pregel(runner.graph)
 
     # --- graph_call boundary -------------------------------------------------------------
 
@@ -55,13 +65,13 @@ class GraphCall:
         started = time.perf_counter()
         if self.runner.strategy == "calls":
             return self._traced_only(req, kwargs, started)
-        nodes: Counter[str] = Counter()
+        tally = _Tally()
         try:
-            result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, nodes)
+            result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, tally)
         except Exception as exc:
-            self._summarize(req, started, None, exc, _node_counters(nodes))
+            self._summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
-        self._summarize(req, started, result, None, _node_counters(nodes))
+        self._summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
         return result
 
     async def ainvoke(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
@@ -69,30 +79,35 @@ class GraphCall:
         started = time.perf_counter()
         if self.runner.strategy == "calls":
             return await self._atraced_only(req, kwargs, started)
-        nodes: Counter[str] = Counter()
+        tally = _Tally()
         try:
             spec = self._spec(req, kwargs)
-            result = await acall_boundary(spec, self._aexecute, req, kwargs, nodes)
+            result = await acall_boundary(spec, self._aexecute, req, kwargs, tally)
         except Exception as exc:
-            self._summarize(req, started, None, exc, _node_counters(nodes))
+            self._summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
-        self._summarize(req, started, result, None, _node_counters(nodes))
+        self._summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
         return result
 
     def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
-        identity = {
-            "input": req.input,
-            "thread_id": req.thread_id,
-            "checkpoint_ns": req.checkpoint_ns,
-            "context": req.context,
-            "configurable": req.configurable,
-            "kwargs": kwargs,
-        }
+        identity = fingerprint = None
+        if current_run() is not None:  # only a durable call is keyed by its input
+            fingerprint = request_fingerprint(req, kwargs)
+            if fingerprint is None:
+                identity = {
+                    "input": req.input,
+                    "thread_id": req.thread_id,
+                    "checkpoint_ns": req.checkpoint_ns,
+                    "context": req.context,
+                    "configurable": req.configurable,
+                    "kwargs": kwargs,
+                }
         return BoundarySpec(
             kind=semconv.KIND_GRAPH_CALL,
             name=self.runner.name,
             span_name=self.span_name,
             identity=identity,
+            fingerprint=fingerprint,
             attributes=self._attributes(req),
             view={"graph": self.runner.name, "thread_id": req.thread_id, "resume": req.is_resume},
             describe=result_attributes,
@@ -102,19 +117,15 @@ class GraphCall:
         )
 
     def _attributes(self, req: RunRequest) -> dict[str, Any]:
-        configurable = None
-        if req.configurable or req.config.get("configurable"):
-            configurable = req.graph_config()["configurable"]
-        return graph_call_attributes(
-            self.info,
-            self.runner.name,
-            self.runner.strategy,
-            self.runner.policy,
-            thread_id=req.thread_id,
-            configurable=configurable,
-            context=req.context,
-            graph_input=req.input,
-        )
+        attrs = dict(self._base_attributes)
+        attrs[semconv.GEN_AI_CONVERSATION_ID] = req.thread_id
+        policy = self.runner.policy
+        if policy.capture_config or policy.capture_state:
+            configurable = None
+            if req.configurable or req.config.get("configurable"):
+                configurable = req.graph_config()["configurable"]
+            captured_attributes(attrs, policy, configurable, req.context, req.input)
+        return attrs
 
     def _kwargs(self, req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
         if req.context is None:
@@ -122,13 +133,15 @@ class GraphCall:
         return {**kwargs, "context": req.context}
 
     def _execute(
-        self, req: RunRequest, kwargs: dict[str, Any], nodes: Counter[str] | None = None
+        self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None = None
     ) -> RunResult:
         span = trace.get_current_span()
         self._on_start(span, req)
         config, kw = req.graph_config(), self._kwargs(req, kwargs)
-        if nodes is not None and counts_nodes(self.graph, kw):
-            output = invoke_counting(self.graph, req.input, config, kw, nodes)
+        if tally is not None:
+            tally.span = span
+        if tally is not None and self._pregel and not shapes_output(kw):
+            output = invoke_counting(self.graph, req.input, config, kw, tally.nodes)
         else:
             output = self.graph.invoke(req.input, config, **kw)
         snapshot = None
@@ -138,13 +151,15 @@ class GraphCall:
         return self._finish(span, req, output, snapshot)
 
     async def _aexecute(
-        self, req: RunRequest, kwargs: dict[str, Any], nodes: Counter[str] | None = None
+        self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None = None
     ) -> RunResult:
         span = trace.get_current_span()
         self._on_start(span, req)
         config, kw = req.graph_config(), self._kwargs(req, kwargs)
-        if nodes is not None and counts_nodes(self.graph, kw):
-            output = await ainvoke_counting(self.graph, req.input, config, kw, nodes)
+        if tally is not None:
+            tally.span = span
+        if tally is not None and self._pregel and not shapes_output(kw):
+            output = await ainvoke_counting(self.graph, req.input, config, kw, tally.nodes)
         elif callable(getattr(self.graph, "ainvoke", None)):
             output = await self.graph.ainvoke(req.input, config, **kw)
         else:
@@ -217,31 +232,33 @@ class GraphCall:
         return settings().tracer.start_span(self.span_name, attributes=attrs)
 
     def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
-        span, mark, nodes = self._open_span(req), _journal_mark(), Counter[str]()
+        span, mark, tally = self._open_span(req), _journal_mark(), _Tally()
         try:
             with _current(span):
-                result = self._execute(req, kwargs, nodes)
+                result = self._execute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
-            self._summarize(req, started, None, exc, _journal_counters(mark, nodes))
+            self._summarize(req, started, None, exc, _journal_counters(mark, tally.nodes))
             raise
         _end_ok(span, result_attributes(result))
-        self._summarize(req, started, result, None, _journal_counters(mark, nodes))
+        counters = _journal_counters(mark, tally.nodes)
+        self._summarize(req, started, result, None, counters, span=span)
         return result
 
     async def _atraced_only(
         self, req: RunRequest, kwargs: dict[str, Any], started: float
     ) -> RunResult:
-        span, mark, nodes = self._open_span(req), _journal_mark(), Counter[str]()
+        span, mark, tally = self._open_span(req), _journal_mark(), _Tally()
         try:
             with _current(span):
-                result = await self._aexecute(req, kwargs, nodes)
+                result = await self._aexecute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
-            self._summarize(req, started, None, exc, _journal_counters(mark, nodes))
+            self._summarize(req, started, None, exc, _journal_counters(mark, tally.nodes))
             raise
         _end_ok(span, result_attributes(result))
-        self._summarize(req, started, result, None, _journal_counters(mark, nodes))
+        counters = _journal_counters(mark, tally.nodes)
+        self._summarize(req, started, result, None, counters, span=span)
         return result
 
     # --- run summary -------------------------------------------------------------------------
@@ -254,11 +271,16 @@ class GraphCall:
         error: BaseException | None = None,
         counters: Mapping[str, int] | None = None,
         strategy: str | None = None,
+        *,
+        span: trace.Span | None = None,
     ) -> None:
+        """Emit the call's summary, correlated with ``span`` (the span that produced
+        ``result``: the executed call's, else the original one named by the result)."""
         if not self.info.calls_summary and self.runner.strategy == "calls":
             return  # CallCheckpointPolicy(summary=False) on the agent's middleware
-        all_counters = dict(_output_counters(result))
-        all_counters.update(counters or {})
+        all_counters = output_counters(result)
+        if counters:
+            all_counters.update(counters)
         summary = build_summary(
             name=self.runner.name,
             strategy=strategy or self.runner.strategy,
@@ -270,17 +292,23 @@ class GraphCall:
             counters=all_counters,
             warnings=() if result else self.info.warnings,
         )
-        span = None
-        if result is not None and result.trace_id and result.span_id:
-            span = NonRecordingSpan(
-                SpanContext(
-                    int(result.trace_id, 16),
-                    int(result.span_id, 16),
-                    is_remote=False,
-                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
-                )
-            )
+        if span is None or result is None or result.replayed:
+            span = _original_span(result)
         emit_summary(summary, span=span)
+
+
+def _original_span(result: RunResult | None) -> trace.Span | None:
+    """The span named by ``result``'s ids (a replayed result's original execution)."""
+    if result is None or not result.trace_id or not result.span_id:
+        return None
+    return NonRecordingSpan(
+        SpanContext(
+            int(result.trace_id, 16),
+            int(result.span_id, 16),
+            is_remote=False,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        )
+    )
 
 
 def graph_call_attributes(
@@ -295,25 +323,10 @@ def graph_call_attributes(
     graph_input: Any = None,
 ) -> dict[str, Any]:
     """The attributes of a graph-call span, for ``GraphRunner`` and the zero-code patches."""
-    attrs: dict[str, Any] = {
-        semconv.GEN_AI_OPERATION_NAME: info.span_name,
-        semconv.GEN_AI_AGENT_NAME: name,
-        semconv.STRATEGY: strategy,
-    }
+    attrs = base_attributes(info, name, strategy)
     if thread_id is not None:
         attrs[semconv.GEN_AI_CONVERSATION_ID] = thread_id
-    if not info.is_agent:
-        attrs[semconv.GEN_AI_WORKFLOW_NAME] = name
-    if info.checkpointer_type:
-        attrs[semconv.LANGGRAPH_CHECKPOINTER] = info.checkpointer_type
-    if policy.capture_config:
-        if configurable:
-            attrs[semconv.GRAPH_CONFIG] = policy.to_json(configurable)
-        if context is not None:
-            attrs[semconv.GRAPH_CONTEXT] = policy.to_json(context)
-    if policy.capture_state and graph_input is not None:
-        attrs[semconv.GRAPH_INPUT] = policy.to_json(graph_input)
-    return attrs
+    return captured_attributes(attrs, policy, configurable, context, graph_input)
 
 
 _END: Any = object()
@@ -357,31 +370,20 @@ def _journal_counters(mark: int, nodes: Counter[str]) -> dict[str, int]:
     call, from the run's journal."""
     scope = current_run()
     if scope is None:
-        return _node_counters(nodes)
+        return node_counters(nodes)
     entries = scope.journal[mark:]
     return {
-        **_node_counters(nodes),
+        **node_counters(nodes),
         "boundaries_replayed": sum(1 for e in entries if e.status == "replayed"),
         "boundaries_failed": sum(1 for e in entries if e.status == "error"),
     }
 
 
-def _node_counters(nodes: Counter[str]) -> dict[str, int]:
-    """Node executions of this call (none for a replayed call)."""
-    return {"nodes": sum(nodes.values()), **{f"node.{k}": v for k, v in nodes.items()}}
+class _Tally:
+    """What one call's execution leaves for its summary: nodes that ran, and its span."""
 
+    __slots__ = ("nodes", "span")
 
-def _output_counters(result: RunResult | None) -> dict[str, int]:
-    """Message counts of the thread after the call (model turns, tool results)."""
-    if result is None:
-        return {}
-    messages = output_messages(result.output)
-    counters = {"interrupts": len(result.interrupts)}
-    if messages:
-        types = [getattr(m, "type", "") for m in messages]
-        counters.update(
-            messages=len(types),
-            ai_messages=types.count("ai"),
-            tool_messages=types.count("tool"),
-        )
-    return counters
+    def __init__(self) -> None:
+        self.nodes: Counter[str] = Counter()
+        self.span: trace.Span | None = None

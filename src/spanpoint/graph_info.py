@@ -8,6 +8,7 @@ graph ever runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from spanpoint import semconv
 from spanpoint.errors import MissingCheckpointerError
 
 if TYPE_CHECKING:
+    from spanpoint.capture import CapturePolicy
     from spanpoint.graph import DurabilityPolicy
 
 
@@ -79,6 +81,38 @@ def inspect_graph(
         warnings=tuple(warnings),
         calls_summary=middleware is None or middleware.policy.summary,
     )
+
+
+def base_attributes(info: GraphInfo, name: str, strategy: str) -> dict[str, Any]:
+    """The attributes every call of one graph shares (a fresh dict)."""
+    attrs: dict[str, Any] = {
+        semconv.GEN_AI_OPERATION_NAME: info.span_name,
+        semconv.GEN_AI_AGENT_NAME: name,
+        semconv.STRATEGY: strategy,
+    }
+    if not info.is_agent:
+        attrs[semconv.GEN_AI_WORKFLOW_NAME] = name
+    if info.checkpointer_type:
+        attrs[semconv.LANGGRAPH_CHECKPOINTER] = info.checkpointer_type
+    return attrs
+
+
+def captured_attributes(
+    attrs: dict[str, Any],
+    policy: CapturePolicy,
+    configurable: Mapping[str, Any] | None,
+    context: Any,
+    graph_input: Any,
+) -> dict[str, Any]:
+    """Add to ``attrs`` the redacted config, context and input ``policy`` captures."""
+    if policy.capture_config:
+        if configurable:
+            attrs[semconv.GRAPH_CONFIG] = policy.to_json(configurable)
+        if context is not None:
+            attrs[semconv.GRAPH_CONTEXT] = policy.to_json(context)
+    if policy.capture_state and graph_input is not None:
+        attrs[semconv.GRAPH_INPUT] = policy.to_json(graph_input)
+    return attrs
 
 
 def find_checkpoint_middleware(graph: Any) -> Any:

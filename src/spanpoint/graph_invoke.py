@@ -18,9 +18,19 @@ _SHAPE_ARGS = frozenset({"stream_mode", "version", "subgraphs"})
 
 def counts_nodes(graph: Any, kwargs: dict[str, Any]) -> bool:
     """Whether :func:`invoke_counting` can stand in for ``graph.invoke`` with these kwargs."""
+    return is_pregel(graph) and not shapes_output(kwargs)
+
+
+def is_pregel(graph: Any) -> bool:
+    """Whether ``graph`` is a LangGraph ``Pregel`` (compiled graph or ``create_agent`` agent)."""
     from langgraph.pregel import Pregel
 
-    return isinstance(graph, Pregel) and not (_SHAPE_ARGS & kwargs.keys())
+    return isinstance(graph, Pregel)
+
+
+def shapes_output(kwargs: dict[str, Any]) -> bool:
+    """Whether ``kwargs`` ask ``invoke`` for another output shape than the final values."""
+    return bool(kwargs) and not _SHAPE_ARGS.isdisjoint(kwargs)
 
 
 def invoke_counting(
@@ -57,14 +67,15 @@ class _Collected:
         self.interrupts: list[Any] = []
 
     def add(self, chunk: Any) -> None:
-        mode, payload = chunk[-2], chunk[-1]
+        mode, payload = chunk  # (mode, payload): subgraphs=True never comes here
         if mode == "values":
             self.latest = payload
         elif mode == "updates" and isinstance(payload, dict):
-            found = payload.get("__interrupt__")
-            if found is not None:
-                self.interrupts.extend(found)
-            self.nodes.update(k for k in payload if not k.startswith("__"))
+            for key in payload:
+                if key[:2] != "__":  # one node per update, most of the time
+                    self.nodes[key] += 1
+                elif key == "__interrupt__":
+                    self.interrupts.extend(payload[key] or ())
 
     def result(self) -> Any:
         if not self.interrupts:
@@ -72,3 +83,19 @@ class _Collected:
         if isinstance(self.latest, dict):
             return {**self.latest, "__interrupt__": self.interrupts}
         return {"__interrupt__": self.interrupts}
+
+
+_NODE_KEYS: dict[str, str] = {}
+
+
+def node_counters(nodes: Counter[str]) -> dict[str, int]:
+    """Node executions of this call (none for a replayed call)."""
+    counters = {"nodes": sum(nodes.values())}
+    for name, count in nodes.items():
+        key = _NODE_KEYS.get(name)
+        if key is None:
+            key = f"node.{name}"
+            if len(_NODE_KEYS) < 4096:  # node names are few and fixed per graph
+                _NODE_KEYS[name] = key
+        counters[key] = count
+    return counters

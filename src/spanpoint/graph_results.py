@@ -182,6 +182,22 @@ def output_messages(output: Any) -> list[Any]:
     return list(messages) if isinstance(messages, list | tuple) else []
 
 
+def output_counters(result: RunResult | None) -> dict[str, int]:
+    """Message counts of the thread after the call (model turns, tool results)."""
+    if result is None:
+        return {}
+    messages = output_messages(result.output)
+    counters = {"interrupts": len(result.interrupts)}
+    if messages:
+        types = [getattr(m, "type", "") for m in messages]
+        counters.update(
+            messages=len(types),
+            ai_messages=types.count("ai"),
+            tool_messages=types.count("tool"),
+        )
+    return counters
+
+
 def usage_of(output: Any) -> dict[str, int]:
     """Input/output/total tokens summed over the output's messages' ``usage_metadata``."""
     messages = output_messages(output)
@@ -249,16 +265,21 @@ def result_attributes(result: RunResult) -> dict[str, Any]:
 
 def encode_result(result: RunResult) -> dict[str, Any]:
     """Plain data for the store (the output stays as is: LangGraph's serializer handles it)."""
-    data = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
-    data.pop("replayed")
-    data["interrupts"] = [dataclasses.asdict(i) for i in result.interrupts]
-    data["next_nodes"] = list(result.next_nodes)
-    data["warnings"] = list(result.warnings)
-    data["pending_state"] = dict(result.pending_state)
-    data["usage"] = dict(result.usage)
-    data["output"] = _encode_output(result.output)
-    data["v"] = ENCODING_VERSION
-    return data
+    return {  # every field but ``replayed`` (tests/test_graph_runner.py checks the list)
+        "status": result.status,
+        "output": _encode_output(result.output),
+        "thread_id": result.thread_id,
+        "latest_checkpoint_id": result.latest_checkpoint_id,
+        "checkpoint_ns": result.checkpoint_ns,
+        "next_nodes": list(result.next_nodes),
+        "interrupts": [dataclasses.asdict(i) for i in result.interrupts],
+        "pending_state": dict(result.pending_state),
+        "usage": dict(result.usage),
+        "warnings": list(result.warnings),
+        "trace_id": result.trace_id,
+        "span_id": result.span_id,
+        "v": ENCODING_VERSION,
+    }
 
 
 def decode_result(data: Any) -> RunResult:

@@ -15,6 +15,7 @@ JSON-lines files next to the local trace file (``.spanpoint/logs.jsonl``, ``metr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber
-from opentelemetry.metrics import MeterProvider
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
 from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import (
@@ -113,24 +114,36 @@ def _guard_report(result: RunResult | None) -> dict[str, Any] | None:
     return report.to_dict() if report is not None else None
 
 
-def emit_summary(summary: Mapping[str, Any], *, span: trace.Span | None = None) -> None:
+def emit_summary(
+    summary: Mapping[str, Any], *, span: trace.Span | None = None, context: Any = None
+) -> None:
     """Send ``summary`` as the ``spanpoint.run_summary`` log record and update the metrics.
 
-    Best effort: failures are logged, and raised only under ``configure(strict=True)``.
+    The record is correlated with ``span``, or with ``context`` (an OTel ``Context`` holding
+    the call's span) when given. Best effort: failures are logged, and raised only under
+    ``configure(strict=True)``.
     """
     cfg = settings()
     try:
-        _emit_log(cfg.logger_provider, summary, span)
-        _record_metrics(cfg.meter_provider, summary)
+        if context is None and span is not None:
+            context = trace.set_span_in_context(span)
+        _emit_log(cfg.logger_provider, summary, context)
+        _instruments(cfg.meter_provider).record(summary)
     except Exception as exc:
         if cfg.strict:
             raise SpanpointError(f"could not emit the run summary: {exc}") from exc
         logger.warning("spanpoint: could not emit the run summary: %s", exc)
 
 
-def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], span: Any) -> None:
-    otel_logger = provider.get_logger(semconv.INSTRUMENTATION_NAME, __version__)
-    context = trace.set_span_in_context(span) if span is not None else None
+_LOGGERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], context: Any) -> None:
+    otel_logger = _LOGGERS.get(provider)
+    if otel_logger is None:  # one logger per provider: get_logger builds a new one each time
+        otel_logger = provider.get_logger(semconv.INSTRUMENTATION_NAME, __version__)
+        with contextlib.suppress(TypeError):  # a provider that takes no weak reference
+            _LOGGERS[provider] = otel_logger
     attributes: dict[str, Any] = {
         semconv.GEN_AI_AGENT_NAME: summary["name"],
         semconv.GEN_AI_CONVERSATION_ID: summary["thread_id"],
@@ -143,7 +156,8 @@ def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], span: Any) -
     failed = summary["status"] == "failed"
     otel_logger.emit(
         event_name=semconv.LOG_RUN_SUMMARY,
-        body=dict(summary),
+        # build_summary's dict is fresh and never touched again: no defensive copy needed.
+        body=summary if type(summary) is dict else dict(summary),
         attributes=attributes,
         context=context,
         severity_number=SeverityNumber.ERROR if failed else SeverityNumber.INFO,
@@ -152,44 +166,79 @@ def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], span: Any) -
 
 
 class _Instruments:
-    """The metric instruments of one meter provider."""
+    """The metric instruments of one meter provider.
+
+    Graph calls, replays and interrupts are observable counters over totals kept here: a
+    call adds one to a dict entry (well under a microsecond) instead of going through the
+    SDK's measurement pipeline (about 10 µs per ``add``), and the SDK reads the totals once
+    per collection. They export exactly as synchronous counters do (a monotonic cumulative
+    sum per attribute set). Only the duration histogram is recorded per call.
+    """
 
     def __init__(self, provider: MeterProvider) -> None:
         meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
-        self.calls = meter.create_counter(
-            semconv.METRIC_GRAPH_CALLS, unit="{call}", description="Graph calls by status"
-        )
-        self.replays = meter.create_counter(
-            semconv.METRIC_REPLAYS, unit="{call}", description="Graph calls replayed from the store"
-        )
-        self.interrupts = meter.create_counter(
-            semconv.METRIC_INTERRUPTS, unit="{interrupt}", description="Interrupts returned"
-        )
+        self._lock = threading.Lock()
+        self._attrs: dict[tuple[str, str, str], dict[str, str]] = {}
+        self._calls: dict[tuple[str, str, str], int] = {}
+        self._replays: dict[tuple[str, str, str], int] = {}
+        self._interrupts: dict[tuple[str, str, str], int] = {}
+        for name, unit, description, totals in (
+            (semconv.METRIC_GRAPH_CALLS, "{call}", "Graph calls by status", self._calls),
+            (
+                semconv.METRIC_REPLAYS,
+                "{call}",
+                "Graph calls replayed from the store",
+                self._replays,
+            ),
+            (semconv.METRIC_INTERRUPTS, "{interrupt}", "Interrupts returned", self._interrupts),
+        ):
+            meter.create_observable_counter(
+                name, callbacks=[self._observer(totals)], unit=unit, description=description
+            )
         self.duration = meter.create_histogram(
             semconv.METRIC_GRAPH_CALL_DURATION, unit="s", description="Graph call duration"
         )
+
+    def _observer(self, totals: dict[tuple[str, str, str], int]) -> Any:
+        def observe(options: CallbackOptions) -> list[Observation]:
+            with self._lock:
+                current = list(totals.items())
+            return [Observation(value, self._attrs[key]) for key, value in current]
+
+        return observe
+
+    def record(self, summary: Mapping[str, Any]) -> None:
+        """Count one graph call's summary and record its duration."""
+        key = (summary["name"], summary["status"], summary["strategy"])
+        interrupts = len(summary["interrupts"])
+        with self._lock:
+            attrs = self._attrs.get(key)
+            if attrs is None:
+                attrs = self._attrs[key] = {
+                    semconv.GEN_AI_AGENT_NAME: key[0],
+                    semconv.STATUS: key[1],
+                    semconv.STRATEGY: key[2],
+                }
+            self._calls[key] = self._calls.get(key, 0) + 1
+            if summary["replayed"]:
+                self._replays[key] = self._replays.get(key, 0) + 1
+            if interrupts:
+                self._interrupts[key] = self._interrupts.get(key, 0) + interrupts
+        self.duration.record(summary["duration_s"], attrs)
 
 
 _INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
 _INSTRUMENTS_LOCK = threading.Lock()
 
 
-def _record_metrics(provider: MeterProvider, summary: Mapping[str, Any]) -> None:
-    with _INSTRUMENTS_LOCK:
-        instruments = _INSTRUMENTS.get(provider)
-        if instruments is None:
-            instruments = _INSTRUMENTS[provider] = _Instruments(provider)
-    attrs = {
-        semconv.GEN_AI_AGENT_NAME: summary["name"],
-        semconv.STATUS: summary["status"],
-        semconv.STRATEGY: summary["strategy"],
-    }
-    instruments.calls.add(1, attrs)
-    if summary["replayed"]:
-        instruments.replays.add(1, attrs)
-    if summary["interrupts"]:
-        instruments.interrupts.add(len(summary["interrupts"]), attrs)
-    instruments.duration.record(summary["duration_s"], attrs)
+def _instruments(provider: MeterProvider) -> _Instruments:
+    found = _INSTRUMENTS.get(provider)
+    if found is None:
+        with _INSTRUMENTS_LOCK:
+            found = _INSTRUMENTS.get(provider)
+            if found is None:
+                found = _INSTRUMENTS[provider] = _Instruments(provider)
+    return found
 
 
 # --- default providers (used by spanpoint.config when the application has none) -------------
