@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 from fakes import ConversationModel
-from spanpoint import call_identity
+from spanpoint import call_identity, genai_spans
 from spanpoint.call_identity import model_call_fingerprint, tool_call_fingerprint
 from spanpoint.middleware import model_info
 
@@ -106,3 +106,26 @@ def test_the_digest_cache_does_not_keep_messages_alive() -> None:
         key in call_identity._MESSAGE_DIGESTS and call_identity._MESSAGE_DIGESTS[key][0]() is None
         for key in keys
     )
+
+
+def test_a_model_whose_fields_change_is_identified_again() -> None:
+    model = ConversationModel()
+    before = fingerprint(model=model)
+    assert model_info(model)[1] == "fake-chat"
+    model.model_name = "other-model"  # memoized per model object, but only while it holds
+    assert model_info(model)[1] == "other-model"
+    assert fingerprint(model=model) != before
+    model.model_name = "fake-chat"
+    assert fingerprint(model=model) == before
+
+
+def test_the_model_memo_does_not_keep_models_alive() -> None:
+    model = ConversationModel()
+    fingerprint(model=model)
+    ref = weakref.ref(model)
+    key = id(model)
+    del model
+    gc.collect()
+    assert ref() is None
+    assert key not in genai_spans._MODEL_INFO._entries
+    assert key not in call_identity._MODEL_IDENTITIES._entries

@@ -8,7 +8,8 @@ are left out, so a replayed run computes the same keys as the original.
 
 Every model call hashes the whole conversation, so this module encodes with one JSON pass
 instead of the generic recursive walk, memoizes each message's digest (the conversation grows
-by appending the same objects) and memoizes tool definitions.
+by appending the same objects), tool definitions, and what identifies the model itself
+(:class:`FieldMemo`: per model object, while its fields are unchanged).
 Values JSON cannot encode fall back to :func:`spanpoint.serde.canonical`.
 """
 
@@ -17,13 +18,63 @@ from __future__ import annotations
 import hashlib
 import json
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
 from spanpoint import serde
+
+T = TypeVar("T")
+
+
+class FieldMemo(Generic[T]):
+    """Values derived from an object's fields, memoized per object while its fields hold.
+
+    A chat model's LangSmith params and identity are functions of its fields, and an agent
+    hands the same model object to every model call: computing them (``_get_ls_params`` alone
+    probes absent pydantic attributes through exceptions) costs more than the rest of a call's
+    identity. An entry is used only while it points at the very object and the object's
+    ``__dict__`` values are the same objects (or equal ones) as when it was computed, so a
+    field that is reassigned is noticed; a container field mutated in place is not (LangChain
+    derives these values from scalar fields). Entries leave with their object.
+    """
+
+    __slots__ = ("_entries", "_max")
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], T]] = {}
+        self._max = max_entries
+
+    def get(self, obj: Any, compute: Callable[[Any], T]) -> T:
+        """``compute(obj)``, or what it returned for ``obj`` with the same fields."""
+        fields = getattr(obj, "__dict__", None)
+        if not isinstance(fields, dict):
+            return compute(obj)
+        snapshot = tuple(fields.values())
+        key = id(obj)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0]() is obj:
+            try:
+                if entry[1] == snapshot:
+                    return entry[2]
+            except Exception:  # a field whose == raises: compute again
+                pass
+        value = compute(obj)
+        try:
+            ref = weakref.ref(obj, lambda _ref: self._forget(key, _ref))
+        except TypeError:  # not weak-referenceable: do not cache
+            return value
+        if len(self._entries) >= self._max:
+            self._entries.clear()
+        self._entries[key] = (ref, snapshot, value)
+        return value
+
+    def _forget(self, key: int, ref: weakref.ref[Any]) -> None:
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is ref:  # not a newer object that got the same id
+            self._entries.pop(key, None)
 
 
 def _default(value: Any) -> Any:
@@ -35,12 +86,15 @@ _ENCODER = json.JSONEncoder(
 )
 
 
-def _json(value: Any) -> bytes:
+def _json_text(value: Any) -> str:
     try:
-        text = _ENCODER.encode(value)
+        return _ENCODER.encode(value)
     except TypeError:  # mixed key types cannot be sorted: use the generic canonical form
-        text = json.dumps(serde.canonical(value), sort_keys=True, separators=(",", ":"))
-    return text.encode()
+        return json.dumps(serde.canonical(value), sort_keys=True, separators=(",", ":"))
+
+
+def _json(value: Any) -> bytes:
+    return _json_text(value).encode()
 
 
 def digest(value: Any) -> str:
@@ -111,27 +165,39 @@ def model_call_fingerprint(
     messages: Sequence[BaseMessage],
 ) -> str:
     """The fingerprint of one model call (see the module docstring for what it covers)."""
+    # The JSON list [model type, identifying params, LangSmith params, settings, …]: its
+    # first three items depend on the model alone and are encoded once per model.
+    params, model_part = _MODEL_IDENTITIES.get(
+        model, lambda m: (ls_params, _model_identity(m, ls_params))
+    )
+    if params is not ls_params and params != ls_params:  # params given by another caller
+        model_part = _model_identity(model, ls_params)
+    rest = _json_text(
+        [
+            settings,
+            tool_choice,
+            _format_identity(response_format),
+            [tool_digest(t) for t in tools],
+            message_content(system_message) if system_message is not None else None,
+        ]
+    )
+    h = hashlib.sha256(f"[{model_part},{rest[1:]}".encode())
+    for message in messages:
+        h.update(message_digest(message))
+    return h.hexdigest()
+
+
+def _model_identity(model: Any, ls_params: Mapping[str, Any]) -> str:
+    """The model's part of a model call's identity, as the inside of a JSON list."""
     try:
         identifying: Any = dict(model._identifying_params)
     except Exception:  # a model without identifying params is identified by type and params
         identifying = None
-    h = hashlib.sha256(
-        _json(
-            [
-                f"{type(model).__module__}.{type(model).__qualname__}",
-                identifying,
-                dict(ls_params),
-                settings,
-                tool_choice,
-                _format_identity(response_format),
-                [tool_digest(t) for t in tools],
-                message_content(system_message) if system_message is not None else None,
-            ]
-        )
-    )
-    for message in messages:
-        h.update(message_digest(message))
-    return h.hexdigest()
+    kind = f"{type(model).__module__}.{type(model).__qualname__}"
+    return _json_text([kind, identifying, dict(ls_params)])[1:-1]
+
+
+_MODEL_IDENTITIES: FieldMemo[tuple[Mapping[str, Any], str]] = FieldMemo()
 
 
 def tool_call_fingerprint(name: str, args: Any, call_id: str | None) -> str:

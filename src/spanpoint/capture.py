@@ -11,6 +11,7 @@ redacted; ``max_tokens`` and ``author`` are not (``tokens`` and ``author`` are o
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -76,6 +77,14 @@ def is_secret_key(key: object, extra: frozenset[str] = frozenset()) -> bool:
     """Whether a mapping key names a secret (whole-word match, see the module docstring)."""
     if not isinstance(key, str):
         return False
+    if len(key) > 128:  # not a name that comes back: do not keep it
+        return _is_secret_word_key.__wrapped__(key, extra)
+    return _is_secret_word_key(key, extra)
+
+
+# The same few keys (argument and config names) come back on every call: split them once.
+@functools.lru_cache(maxsize=4096)
+def _is_secret_word_key(key: str, extra: frozenset[str]) -> bool:
     words = key_words(key)
     if any(w in SECRET_WORDS or w in extra for w in words):
         return True
@@ -176,11 +185,14 @@ class CapturePolicy:
         view["content_chars"] = len(text)
         if self.captures_content:
             view["content"] = truncate(redact_text(text), self.max_bytes)
+        # Fields are read from __dict__: pydantic answers an absent one (an AIMessage has no
+        # tool_call_id) by raising inside __getattr__, which costs more than the whole view.
+        fields = getattr(message, "__dict__", None) or {}
         for attr in ("name", "tool_call_id"):
-            val = getattr(message, attr, None)
+            val = fields.get(attr)
             if val:
                 view[attr] = val
-        tool_calls = getattr(message, "tool_calls", None)
+        tool_calls = fields.get("tool_calls")
         if tool_calls:
             view["tool_calls"] = [
                 {"name": tc.get("name"), "id": tc.get("id"), "args": self.redact(tc.get("args"))}

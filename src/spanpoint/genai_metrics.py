@@ -19,6 +19,7 @@ of its model calls, and recording both would count every token twice.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Mapping
@@ -96,7 +97,9 @@ class GenAIMetricsProcessor(SpanProcessor):
         scope = span.instrumentation_scope
         if scope is None or scope.name != semconv.INSTRUMENTATION_NAME:
             return
-        attrs = span.attributes or {}
+        attrs = span_attributes(span)
+        if not attrs:
+            return
         try:
             operation = attrs.get(semconv.GEN_AI_OPERATION_NAME)
             if operation in _CLIENT_OPERATIONS and attrs.get(semconv.REPLAYED) is not True:
@@ -112,27 +115,63 @@ class GenAIMetricsProcessor(SpanProcessor):
         return True
 
 
+def span_attributes(span: Any) -> Mapping[str, Any]:
+    """A span's attributes for reading, cheaply.
+
+    ``ReadableSpan.attributes`` wraps the SDK's ``BoundedAttributes`` (a pure-Python mapping)
+    in a mappingproxy, so each ``get`` is two Python calls; an ended span's attributes no
+    longer change, so its plain dict is read directly when the SDK has one.
+    """
+    found = getattr(getattr(span, "_attributes", None), "_dict", None)
+    return found if type(found) is dict else (span.attributes or {})
+
+
 def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
     """Record the metrics of one finished span."""
-    from spanpoint.config import settings
-
-    metric_attrs = {key: attrs[key] for key in _KEYS if key in attrs}
+    # Every span of an agent pays this: the SDK's record() is most of it, so the attributes
+    # are read once and the instruments found without a lookup in the common case.
+    get = attrs.get
+    metric_attrs = {}
+    for key in _KEYS:
+        value = get(key)
+        if value is not None:
+            metric_attrs[key] = value
     if span.status.status_code is StatusCode.ERROR:
-        metric_attrs[semconv.ERROR_TYPE] = attrs.get(semconv.ERROR_TYPE, "_OTHER")
-    instruments = _instruments(settings().meter_provider)
-    if span.end_time is not None and span.start_time is not None:
-        instruments.duration.record((span.end_time - span.start_time) / 1e9, metric_attrs)
+        metric_attrs[semconv.ERROR_TYPE] = get(semconv.ERROR_TYPE, "_OTHER")
+    instruments = _current_instruments()
+    end, start = span.end_time, span.start_time
+    if end is not None and start is not None:
+        instruments.duration.record((end - start) / 1e9, metric_attrs)
     if operation != semconv.OP_CHAT:
         return
-    for key, token_type in (
-        (semconv.GEN_AI_USAGE_INPUT_TOKENS, "input"),
-        (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "output"),
-    ):
-        value = attrs.get(key)
+    tokens = instruments.tokens
+    for key, token_type in _TOKEN_TYPES:
+        value = get(key)
         if isinstance(value, int) and not isinstance(value, bool):
-            instruments.tokens.record(
-                value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type}
-            )
+            tokens.record(value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type})
+
+
+_TOKEN_TYPES = (
+    (semconv.GEN_AI_USAGE_INPUT_TOKENS, "input"),
+    (semconv.GEN_AI_USAGE_OUTPUT_TOKENS, "output"),
+)
+
+# (weak ref to the meter provider, its instruments) of the last record: configure() rarely
+# changes the provider, and a dictionary lookup per span is worth saving.
+_LAST: tuple[Any, _Instruments | None] = (lambda: None, None)
+
+
+def _current_instruments() -> _Instruments:
+    global _LAST
+    from spanpoint.config import settings
+
+    provider = settings().meter_provider
+    last_provider, found = _LAST
+    if found is None or last_provider() is not provider:
+        found = _instruments(provider)
+        with contextlib.suppress(TypeError):  # no weak references: look it up every time
+            _LAST = (weakref.ref(provider), found)
+    return found
 
 
 def count_boundaries(counts: Mapping[tuple[str, str], int]) -> None:
@@ -141,10 +180,9 @@ def count_boundaries(counts: Mapping[tuple[str, str], int]) -> None:
     Counted once per run, not per boundary: a metric ``add`` costs about as much as the rest
     of a replayed boundary, and the counts are exact either way.
     """
-    from spanpoint.config import settings
 
     if not counts:
         return
-    counter = _instruments(settings().meter_provider).boundaries
+    counter = _current_instruments().boundaries
     for (kind, outcome), value in counts.items():
         counter.add(value, {semconv.BOUNDARY_KIND: kind, semconv.OUTCOME: outcome})

@@ -8,6 +8,7 @@ when it ends, and message content only when the capture policy opts in.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from langgraph.types import Command
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
+from spanpoint.call_identity import FieldMemo
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
@@ -41,7 +43,15 @@ _PROVIDERS = {
 
 
 def model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
-    """``(provider, model name, LangSmith params)`` of a chat model, best effort."""
+    """``(provider, model name, LangSmith params)`` of a chat model, best effort.
+
+    Memoized per model object while its fields are unchanged (see ``FieldMemo``): the
+    returned params are shared, not to be modified.
+    """
+    return _MODEL_INFO.get(model, _model_info)
+
+
+def _model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
     try:
         ls_params: Mapping[str, Any] = model._get_ls_params()
     except Exception:  # a model without LangSmith params still gets a span
@@ -55,6 +65,9 @@ def model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
         or type(model).__name__
     )
     return str(provider), str(name), ls_params
+
+
+_MODEL_INFO: FieldMemo[tuple[str, str, Mapping[str, Any]]] = FieldMemo()
 
 
 def model_call_attributes(
@@ -99,12 +112,16 @@ def tool_call_attributes(
     if call_id:
         attrs[semconv.GEN_AI_TOOL_CALL_ID] = call_id
     if description:
-        attrs[semconv.GEN_AI_TOOL_DESCRIPTION] = truncate(
-            redact_text(description), capture.max_bytes
-        )
+        attrs[semconv.GEN_AI_TOOL_DESCRIPTION] = _bounded_text(description, capture.max_bytes)
     if capture.content_on_spans:
         attrs[semconv.GEN_AI_TOOL_CALL_ARGUMENTS] = capture.to_json(args)
     return attrs
+
+
+@functools.lru_cache(maxsize=512)
+def _bounded_text(text: str, max_bytes: int) -> str:
+    """Redacted and cut text that does not change between calls (a tool's description)."""
+    return truncate(redact_text(text), max_bytes)
 
 
 def tool_name(tool: BaseTool | dict[str, Any]) -> str:
