@@ -13,13 +13,21 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import ormsgpack
+
 from spanpoint.guard.config import CYCLE, ERROR_LOOP, NO_PROGRESS, TOOL_REPEAT, GuardConfig
 
 # How many result fingerprints the no-progress detector remembers per run (they are
-# checkpointed with the thread every step, so the list stays short).
+# checkpointed with the thread every step, so the record stays short).
 SEEN_RESULTS_LIMIT = 128
+# The record is one string, each fingerprint (12 hex digits) led by a comma: a membership
+# test is then one substring search in C (~0.2 µs) instead of 128 string comparisons (~4 µs).
+_FINGERPRINT_WIDTH = 13
+_SEEN_CHARS = SEEN_RESULTS_LIMIT * _FINGERPRINT_WIDTH
 
-# One encoder for every call key: json.dumps() with options builds a new one per call.
+# Call keys are computed for every tool call of every step: msgpack with sorted keys (in C,
+# ~0.5 µs) instead of sorted JSON (~3 µs); JSON only for what msgpack cannot encode.
+_ARGS_OPTIONS = ormsgpack.OPT_SORT_KEYS
 _ARGS_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
@@ -63,8 +71,11 @@ def call_key(tool: str, args: Any) -> str:
     Arguments are JSON with sorted keys, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}``
     are the same call.
     """
-    text = _ARGS_ENCODER.encode(args)
-    return f"{tool}#{hashlib.blake2b(text.encode(), digest_size=8).hexdigest()}"
+    try:
+        data = ormsgpack.packb(args, option=_ARGS_OPTIONS, default=str)
+    except TypeError:  # e.g. an integer beyond 64 bits, or keys of mixed types
+        data = b"j" + _ARGS_ENCODER.encode(args).encode()
+    return f"{tool}#{hashlib.blake2b(data, digest_size=8).hexdigest()}"
 
 
 def tool_of(key: str) -> str:
@@ -80,8 +91,9 @@ def detect_repeat(
         return None
     window = recent[-cfg.tool_repeat_window :]
     worst: tuple[int, str] | None = None
+    policies = cfg.tool_policies
     for key in new_keys if len(new_keys) == 1 else dict.fromkeys(new_keys):
-        policy = cfg.policy(tool_of(key))
+        policy = policies.get(tool_of(key)) if policies else None
         threshold = cfg.tool_repeat_threshold
         if policy is not None:
             if policy.allow_repeat:
@@ -111,7 +123,12 @@ def detect_cycle(recent: Sequence[str], cfg: GuardConfig) -> Detection | None:
     if cfg.cycle_max_period is None:
         return None
     repeats = cfg.cycle_repeats
-    last = recent[-1] if recent else None
+    if len(recent) < 2 * repeats:
+        return None
+    last = recent[-1]
+    # Cheap necessary condition first: the newest call recurs in the longest cycle's span.
+    if recent[-cfg.cycle_max_period * repeats :].count(last) < repeats:
+        return None
     for period in range(2, cfg.cycle_max_period + 1):
         span = period * repeats
         if len(recent) < span:
@@ -152,8 +169,10 @@ def ingest_results(
     """
     if not results:
         return []
-    seen: list[str] = counters["seen_results"]
-    new: list[str] = []
+    seen = counters["seen_results"]
+    if not isinstance(seen, str):  # a list of fingerprints: a state from an earlier version
+        seen = "".join(f",{fingerprint}" for fingerprint in seen)
+    new = ""
     errors = 0
     for result in results:
         if result.is_error:
@@ -165,13 +184,12 @@ def ingest_results(
             continue
         counters["consecutive_errors"] = 0
         counters["error_tools"] = []
-        fingerprint = hashlib.blake2b(
-            f"{result.tool}\x00{result.content}".encode(), digest_size=6
-        ).hexdigest()
+        digest = hashlib.blake2b(f"{result.tool}\x00{result.content}".encode(), digest_size=6)
+        fingerprint = f",{digest.hexdigest()}"
         if fingerprint not in seen and fingerprint not in new:
-            new.append(fingerprint)
-    if new:  # replaced, never mutated: the previous state may still hold the old list
-        counters["seen_results"] = [*seen, *new][-SEEN_RESULTS_LIMIT:]
+            new += fingerprint
+    if new:
+        counters["seen_results"] = (seen + new)[-_SEEN_CHARS:]
     counters["no_progress_steps"] = 0 if new else counters["no_progress_steps"] + 1
     found = [_error_loop(counters, cfg)] if errors else []
     found.append(_no_progress(counters, results, cfg))

@@ -84,7 +84,7 @@ def new_state(run: int = 1, now: float | None = None) -> dict[str, Any]:
         "segment_started_at": time.time() if now is None else now,
         "wall_seconds": 0.0,
         "recent_calls": [],
-        "seen_results": [],
+        "seen_results": "",
         "no_progress_steps": 0,
         "consecutive_errors": 0,
         "error_tools": [],
@@ -103,11 +103,16 @@ def new_state(run: int = 1, now: float | None = None) -> dict[str, Any]:
 class GuardEngine:
     """Applies one :class:`GuardConfig` to guard states; shared by every adapter."""
 
-    __slots__ = ("config", "telemetry")
+    __slots__ = ("_costs", "_keep", "config", "telemetry")
 
     def __init__(self, config: GuardConfig, telemetry: GuardTelemetry) -> None:
         self.config = config
         self.telemetry = telemetry
+        # Invariant per config (frozen), read at every step.
+        self._costs = config.costs_tracked
+        self._keep = max(
+            config.tool_repeat_window, (config.cycle_max_period or 0) * config.cycle_repeats
+        )
 
     def start_run(self, previous: dict[str, Any] | None, now: float | None = None) -> dict:
         """A fresh state for a new run on a thread (new input), numbered after the last."""
@@ -127,8 +132,7 @@ class GuardEngine:
             return self._stop_for_budget(s, overrun, history)
         if overrun is not None:
             self._observe_overrun(s, overrun)
-        decision = self._on_detections(s, found, history, before_model=True)
-        if decision is not None:
+        if found and (decision := self._on_detections(s, found, history, True)) is not None:
             return decision
         messages: list[BaseMessage] = []
         pending = s["pending_reflection"]
@@ -145,9 +149,15 @@ class GuardEngine:
         response: AIMessage,
         prompt: Sequence[BaseMessage],
         now: float | None = None,
+        *,
+        owned: bool = False,
     ) -> Decision:
-        """Count the call's usage and analyse every tool call it asked for."""
-        s = _working_copy(state, now)
+        """Count the call's usage and analyse every tool call it asked for.
+
+        ``owned=True`` says that ``state`` is the state of this step's :meth:`before_model`
+        decision, held by nobody else: it is then updated in place rather than copied.
+        """
+        s = state if owned and state else _working_copy(state, now)
         s["steps"] += 1
         _tick_wall(s, time.time() if now is None else now)
         self._add_usage(s, response, prompt)
@@ -157,8 +167,7 @@ class GuardEngine:
             return self._stop_for_budget(s, overrun, [response])
         if overrun is not None:
             self._observe_overrun(s, overrun)
-        decision = self._on_detections(s, found, [response], before_model=False)
-        if decision is not None:
+        if found and (decision := self._on_detections(s, found, [response], False)) is not None:
             return decision
         # A graph may loop back to the agent after an answer: the latest answer decides.
         s["status"] = "running" if response.tool_calls else "completed"
@@ -192,13 +201,14 @@ class GuardEngine:
     # --- internals ---------------------------------------------------------------------
 
     def _ingest(self, s: dict[str, Any], history: Sequence[BaseMessage]) -> list[Detection]:
-        ai, results = _last_step_results(history)
-        if ai is None or not ai.tool_calls:
+        at = _last_ai(history)
+        if at < 0 or not (ai := history[at]).tool_calls:
             return []
         marker = ai.id or f"#{len(history)}"
         if marker == s["ingested"]:
             return []
         s["ingested"] = marker
+        results = _results_of(ai, history, at)
         found = detectors.ingest_results(s, results, self.config)
         # An error-loop or no-progress episode ends when a step's results no longer show it.
         episode = s["episode"]
@@ -213,6 +223,14 @@ class GuardEngine:
         return found
 
     def _add_usage(self, s: dict[str, Any], response: AIMessage, prompt: Sequence[BaseMessage]):
+        reported = response.usage_metadata
+        if reported and not self._costs:  # the common case: reported tokens, no pricing
+            inp = int(reported.get("input_tokens") or 0)
+            out = int(reported.get("output_tokens") or 0)
+            s["input_tokens"] += inp
+            s["output_tokens"] += out
+            s["tokens"] += inp + out
+            return
         usage = budgets.usage_of(response, prompt, self.config)
         s["input_tokens"] += usage.input_tokens
         s["output_tokens"] += usage.output_tokens
@@ -231,13 +249,15 @@ class GuardEngine:
             return []
         s["tool_calls"] += len(calls)
         cfg = self.config
+        policies = cfg.tool_policies
         keys = [
             detectors.call_key(call["name"], call.get("args"))
             for call in calls
-            if not ((policy := cfg.policy(call["name"])) and policy.allow_repeat)
+            if not (policies and (policy := policies.get(call["name"])) and policy.allow_repeat)
         ]
-        keep = max(cfg.tool_repeat_window, (cfg.cycle_max_period or 0) * cfg.cycle_repeats)
-        recent = [*s["recent_calls"], *keys][-keep:]
+        recent = s["recent_calls"] + keys  # a new list: the previous state keeps its own
+        if len(recent) > self._keep:
+            del recent[: -self._keep]
         s["recent_calls"] = recent
         found = []
         if (hit := detectors.detect_repeat(recent, keys, cfg)) is not None:
@@ -251,11 +271,8 @@ class GuardEngine:
         s: dict[str, Any],
         found: list[Detection],
         history: Sequence[BaseMessage],
-        *,
         before_model: bool,
     ) -> Decision | None:
-        if not found:
-            return None
         for detection in found:
             self._record(s, detection)
         if not self.config.enforcing:
@@ -383,22 +400,22 @@ def _tick_wall(s: dict[str, Any], now: float) -> None:
     s["wall_seconds"] = s["wall_before"] + max(now - started, 0.0)
 
 
-def _last_step_results(
-    history: Sequence[BaseMessage],
-) -> tuple[AIMessage | None, list[ToolResult]]:
-    tool_messages: list[ToolMessage] = []
-    for message in reversed(history):
-        if isinstance(message, AIMessage):
-            names = {call.get("id"): call["name"] for call in message.tool_calls}
-            results = [
-                ToolResult(m.name or names[m.tool_call_id], _text(m), m.status == "error")
-                for m in reversed(tool_messages)
-                if m.tool_call_id in names and guard_kind(m) != "skipped"
-            ]
-            return message, results
-        if isinstance(message, ToolMessage):
-            tool_messages.append(message)
-    return None, []
+def _last_ai(history: Sequence[BaseMessage]) -> int:
+    """The index of the last AI message in ``history``, or -1."""
+    for at in range(len(history) - 1, -1, -1):
+        if isinstance(history[at], AIMessage):
+            return at
+    return -1
+
+
+def _results_of(ai: AIMessage, history: Sequence[BaseMessage], at: int) -> list[ToolResult]:
+    """The results of ``ai``'s tool calls that follow it (``history[at]``), in order."""
+    names = {call.get("id"): call["name"] for call in ai.tool_calls}
+    return [
+        ToolResult(m.name or names[m.tool_call_id], _text(m), m.status == "error")
+        for m in history[at + 1 :]
+        if isinstance(m, ToolMessage) and m.tool_call_id in names and guard_kind(m) != "skipped"
+    ]
 
 
 def _text(message: BaseMessage) -> str:

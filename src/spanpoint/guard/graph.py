@@ -196,7 +196,9 @@ def _after(
     produced = update.get(key, [])
     produced = list(produced) if isinstance(produced, list | tuple) else [produced]
     answer = next((m for m in reversed(produced) if isinstance(m, AIMessage)), None)
-    after = before if answer is None else engine.after_model(before.state, answer, prompt)
+    after = (
+        before if answer is None else engine.after_model(before.state, answer, prompt, owned=True)
+    )
     extra = after.messages if answer is not None else []
     merged = {**update, **after.updates()}
     if before.messages or extra or key in update:

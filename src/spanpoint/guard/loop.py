@@ -104,7 +104,7 @@ class Guard:
             usage_metadata=_usage(step.usage),
             response_metadata={"model_name": step.model, "model_provider": step.provider},
         )
-        after = self._engine.after_model(before.state, answer, ())
+        after = self._engine.after_model(before.state, answer, (), owned=True)
         if after.stop:
             return self._stopped(after.state, detections_before)
         state = after.state
