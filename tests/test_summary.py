@@ -214,3 +214,19 @@ def test_calls_strategy_summary_can_be_switched_off_by_the_call_policy(
         )
     assert signals.summaries() == []
     assert configured.spans("invoke_agent agent")  # still traced
+
+
+def test_every_call_duration_is_in_the_next_collection_batched_or_not(
+    configured, signals: Signals
+) -> None:
+    """Durations are recorded in batches (at collection, or when a batch is full): none is
+    lost or counted twice across collections."""
+    runner = GraphRunner(ask_graph(), name="approver", durability=QUIET)
+    for n in range(70):  # more than one full batch, then a partial one
+        runner.invoke({"answer": ""}, thread_id=f"th-{n}")
+    (duration,) = signals.points(semconv.METRIC_GRAPH_CALL_DURATION)
+    assert duration.count == 70 and duration.sum > 0
+    runner.invoke({"answer": ""}, thread_id="th-last")
+    (duration,) = signals.points(semconv.METRIC_GRAPH_CALL_DURATION)
+    assert duration.count == 71
+    assert sum(p.value for p in signals.points(semconv.METRIC_GRAPH_CALLS)) == 71

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -128,7 +129,8 @@ def emit_summary(
         if context is None and span is not None:
             context = trace.set_span_in_context(span)
         _emit_log(cfg.logger_provider, summary, context)
-        _instruments(cfg.meter_provider).record(summary)
+        # The context now, not the one current when the batch is recorded (exemplars).
+        _instruments(cfg.meter_provider).record(summary, context or otel_context.get_current())
     except Exception as exc:
         if cfg.strict:
             raise SpanpointError(f"could not emit the run summary: {exc}") from exc
@@ -172,7 +174,14 @@ class _Instruments:
     call adds one to a dict entry (well under a microsecond) instead of going through the
     SDK's measurement pipeline (about 10 µs per ``add``), and the SDK reads the totals once
     per collection. They export exactly as synchronous counters do (a monotonic cumulative
-    sum per attribute set). Only the duration histogram is recorded per call.
+    sum per attribute set).
+
+    Durations are recorded in batches: a call appends its duration (with the context of its
+    span, for exemplars) and the batch goes into the histogram when the SDK collects (the
+    counters' callback drains it first, so every collection holds every finished call) or
+    when :data:`_MAX_PENDING` calls are waiting (no reader collecting, or a no-op provider).
+    One record per call from a cold cache after the graph ran cost several times what it
+    costs in a loop.
     """
 
     def __init__(self, provider: MeterProvider) -> None:
@@ -182,6 +191,7 @@ class _Instruments:
         self._calls: dict[tuple[str, str, str], int] = {}
         self._replays: dict[tuple[str, str, str], int] = {}
         self._interrupts: dict[tuple[str, str, str], int] = {}
+        self._pending: list[tuple[float, dict[str, str], Any]] = []
         for name, unit, description, totals in (
             (semconv.METRIC_GRAPH_CALLS, "{call}", "Graph calls by status", self._calls),
             (
@@ -201,14 +211,24 @@ class _Instruments:
 
     def _observer(self, totals: dict[tuple[str, str, str], int]) -> Any:
         def observe(options: CallbackOptions) -> list[Observation]:
+            if totals is self._calls:  # callbacks run before the SDK reads its storage
+                self.flush()
             with self._lock:
                 current = list(totals.items())
             return [Observation(value, self._attrs[key]) for key, value in current]
 
         return observe
 
-    def record(self, summary: Mapping[str, Any]) -> None:
-        """Count one graph call's summary and record its duration."""
+    def flush(self) -> None:
+        """Record the waiting durations in the histogram."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        record = self.duration.record
+        for value, attrs, context in pending:
+            record(value, attrs, context)
+
+    def record(self, summary: Mapping[str, Any], context: Any = None) -> None:
+        """Count one graph call's summary and queue its duration (``context``: its span's)."""
         key = (summary["name"], summary["status"], summary["strategy"])
         interrupts = len(summary["interrupts"])
         with self._lock:
@@ -224,7 +244,14 @@ class _Instruments:
                 self._replays[key] = self._replays.get(key, 0) + 1
             if interrupts:
                 self._interrupts[key] = self._interrupts.get(key, 0) + interrupts
-        self.duration.record(summary["duration_s"], attrs)
+            self._pending.append((summary["duration_s"], attrs, context))
+            full = len(self._pending) >= _MAX_PENDING
+        if full:
+            self.flush()
+
+
+#: Durations waiting for a collection before they are recorded anyway.
+_MAX_PENDING = 64
 
 
 _INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
