@@ -32,17 +32,17 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
 
 from spanpoint import semconv
 from spanpoint._spans import (
+    STATUS_OK,
     aspan_call,
     describe_graph_output,
+    end_graph_span,
     fail_span,
     mark_paused,
     paused_event,
     span_call,
-    start_span,
 )
 from spanpoint.boundary import BoundarySpec
 from spanpoint.config import settings
@@ -84,6 +84,70 @@ class _GraphCall:
 # --- graph-call attributes -----------------------------------------------------------------
 
 
+class _On:
+    """The switch of a wrapper that is always live (tests and direct use of the factories)."""
+
+    active = True
+
+
+class _GraphMeta:
+    """What every call span of one graph shares, built on its first call.
+
+    A zero-code call must add as little as possible to ``graph.invoke`` (a few per cent of a
+    ~2 ms graph): the name, the span name and the attributes of a call without config are
+    invariant per graph, so they are computed once. The entry is rebuilt when the graph is
+    renamed or spanpoint is configured again (new tracer, new capture policy).
+    """
+
+    __slots__ = (
+        "attrs",
+        "info",
+        "name",
+        "raw_name",
+        "settings",
+        "span_name",
+        "strategy",
+        "tracer",
+    )
+
+    def __init__(self, graph: Any, raw_name: Any, current: Any, strategy: str) -> None:
+        from spanpoint.graph_call import graph_call_attributes
+
+        self.raw_name = raw_name
+        self.strategy = strategy
+        self.settings = current
+        self.tracer = current.tracer
+        self.name = name = str(raw_name or type(graph).__name__)
+        self.info = info = graph_info(graph, strategy)
+        self.span_name = f"{info.span_name} {name}"
+        self.attrs = graph_call_attributes(
+            info, name, strategy, current.capture, thread_id=None, configurable=None
+        )
+        self.attrs[semconv.BOUNDARY_KIND] = semconv.KIND_GRAPH_CALL
+        self.attrs[semconv.BOUNDARY_NAME] = name
+
+
+class _Graphs:
+    """The :class:`_GraphMeta` of each graph, for one set of :class:`PatchOptions`."""
+
+    __slots__ = ("cache", "options")
+
+    def __init__(self, options: PatchOptions) -> None:
+        self.options = options
+        self.cache: weakref.WeakKeyDictionary[Any, _GraphMeta] = weakref.WeakKeyDictionary()
+
+    def meta(self, graph: Any) -> _GraphMeta:
+        raw_name = getattr(graph, "name", None)
+        current = settings()
+        try:
+            meta = self.cache.get(graph)
+        except TypeError:  # a graph that cannot be weakly referenced is described every call
+            return _GraphMeta(graph, raw_name, current, self.options.strategy)
+        if meta is None or meta.raw_name is not raw_name or meta.settings is not current:
+            meta = self.cache[graph] = _GraphMeta(graph, raw_name, current, self.options.strategy)
+        return meta
+
+
 def _config_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     config = kwargs.get("config")
     if config is None and len(args) > 1:
@@ -109,41 +173,47 @@ def graph_info(graph: Any, strategy: str) -> Any:
     return info
 
 
-def graph_call_spec(
-    graph: Any, config: Any, options: PatchOptions, *, nested: bool, durable: bool
-) -> BoundarySpec:
-    """The span (and, when ``durable``, boundary) description of one graph call.
+def _call_attributes(meta: _GraphMeta, config: Any, *, nested: bool) -> tuple[dict[str, Any], Any]:
+    """The attributes of one call (and its thread id): the graph's, plus what its config adds.
 
-    The attributes are ``GraphRunner``'s (:func:`spanpoint.graph_call.graph_call_attributes`);
-    a nested call adds its LangGraph namespace and does not capture the config, which LangGraph
-    filled with its own internals.
+    A call without config (the common ``graph.invoke(input)``) shares the graph's attributes;
+    a nested call adds its LangGraph namespace and does not capture the config, which
+    LangGraph filled with its own internals.
     """
-    from spanpoint.graph_call import graph_call_attributes
-
-    name = str(getattr(graph, "name", None) or type(graph).__name__)
-    info = graph_info(graph, options.strategy)
     configurable = config.get("configurable") if isinstance(config, Mapping) else None
     if nested and not configurable:
         from langchain_core.runnables.config import var_child_runnable_config
 
         parent = var_child_runnable_config.get()
         configurable = parent.get("configurable") if parent else None
-    thread_id = configurable.get("thread_id") if configurable else None
+    if not configurable:
+        return meta.attrs, None
+    from spanpoint.graph_call import graph_call_attributes
+
+    thread_id = configurable.get("thread_id")
     attrs = graph_call_attributes(
-        info,
-        name,
-        options.strategy,
-        settings().capture,
+        meta.info,
+        meta.name,
+        meta.strategy,
+        meta.settings.capture,
         thread_id=None if thread_id is None else str(thread_id),
         configurable=None if nested else configurable,
     )
-    if nested and configurable and configurable.get("checkpoint_ns"):
+    if nested and configurable.get("checkpoint_ns"):
         attrs[semconv.LANGGRAPH_CHECKPOINT_NS] = str(configurable["checkpoint_ns"])
+    attrs[semconv.BOUNDARY_KIND] = semconv.KIND_GRAPH_CALL
+    attrs[semconv.BOUNDARY_NAME] = meta.name
+    return attrs, thread_id
+
+
+def _meta_spec(meta: _GraphMeta, config: Any, *, nested: bool, durable: bool) -> BoundarySpec:
+    """The span (and, when ``durable``, boundary) description of one graph call."""
+    attrs, thread_id = _call_attributes(meta, config, nested=nested)
     return BoundarySpec(
         kind=semconv.KIND_GRAPH_CALL,
-        name=name,
-        span_name=f"{info.span_name} {name}",
-        attributes=attrs,
+        name=meta.name,
+        span_name=meta.span_name,
+        attributes=dict(attrs),
         replay=durable,
         describe=lambda output: describe_graph_output(output, thread_id),
     )
@@ -174,24 +244,18 @@ def _adopted_span(parent: _GraphCall | None) -> trace.Span | None:
     return span
 
 
-def _durable(options: PatchOptions, nested: bool) -> bool:
-    if nested or options.strategy != "graph_call":
-        return False
-    return current_run() is not None
+def _durable(options: PatchOptions, parent: _GraphCall | None) -> bool:
+    """Whether a call is a boundary: the outermost graph call inside a run (graph_call)."""
+    return parent is None and options.strategy == "graph_call" and current_run() is not None
 
 
 # --- invoke / ainvoke ------------------------------------------------------------------------
 
 
-def _invoke_spec(
-    options: PatchOptions, instance: Any, args: Any, kwargs: Any, *, nested: bool
-) -> BoundarySpec:
+def _durable_spec(meta: _GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
     config = _config_of(args, kwargs)
-    spec = graph_call_spec(
-        instance, config, options, nested=nested, durable=_durable(options, nested)
-    )
-    if spec.replay:
-        spec.identity = _identity(args, kwargs, config)
+    spec = _meta_spec(meta, config, nested=False, durable=True)
+    spec.identity = _identity(args, kwargs, config)
     return spec
 
 
@@ -219,10 +283,36 @@ def _aowning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..
     return body
 
 
-def graph_invoke(options: PatchOptions) -> Wrapper:
-    """``Pregel.invoke``: a graph-call span, the outermost one a boundary inside a run."""
+def _open_call_span(
+    meta: _GraphMeta, graph_call: _GraphCall, args: Any, kwargs: Any, *, nested: bool
+) -> tuple[trace.Span, Any, Any]:
+    """The span of a call that is not a boundary, made current: (span, thread id, token).
+
+    This is the zero-code hot path, so it starts the span directly (no ``BoundarySpec``, no
+    context-manager generator) from the graph's cached attributes.
+    """
+    config = kwargs.get("config")
+    if config is None and len(args) > 1:
+        config = args[1]
+    if config is None and not nested:  # ``graph.invoke(input)``: the graph's own attributes
+        attrs, thread_id = meta.attrs, None
+    else:
+        attrs, thread_id = _call_attributes(meta, config, nested=nested)
+    span = meta.tracer.start_span(meta.span_name, attributes=attrs)
+    graph_call.span = span
+    return span, thread_id, otel_context.attach(trace.set_span_in_context(span))
+
+
+def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
+    """``Pregel.invoke``: a graph-call span, the outermost one a boundary inside a run.
+
+    ``switch.active`` false (the instrumentor was uninstrumented) makes it a pass-through.
+    """
+    graphs = _Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if not switch.active:
+            return wrapped(*args, **kwargs)
         parent = _ACTIVE.get()
         graph_call = _GraphCall(instance, inner_stream_pending=True)
         token = _ACTIVE.set(graph_call)
@@ -231,18 +321,35 @@ def graph_invoke(options: PatchOptions) -> Wrapper:
             if adopted is not None:
                 graph_call.span = adopted
                 return wrapped(*args, **kwargs)
-            spec = _invoke_spec(options, instance, args, kwargs, nested=parent is not None)
-            return span_call(spec, _owning(graph_call, wrapped), *args, **kwargs)
+            meta = graphs.meta(instance)
+            if _durable(options, parent):
+                spec = _durable_spec(meta, args, kwargs)
+                return span_call(spec, _owning(graph_call, wrapped), *args, **kwargs)
+            span, thread_id, ctx = _open_call_span(
+                meta, graph_call, args, kwargs, nested=parent is not None
+            )
+            try:
+                output = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                fail_span(span, exc)
+                raise
+            finally:
+                otel_context.detach(ctx)
+            end_graph_span(span, output, thread_id)
+            return output
         finally:
             _ACTIVE.reset(token)
 
     return traced
 
 
-def graph_ainvoke(options: PatchOptions) -> Wrapper:
+def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
     """``Pregel.ainvoke``: the async form of :func:`graph_invoke`."""
+    graphs = _Graphs(options)
 
     async def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
+        if not switch.active:
+            return await wrapped(*args, **kwargs)
         parent = _ACTIVE.get()
         graph_call = _GraphCall(instance, inner_stream_pending=True)
         token = _ACTIVE.set(graph_call)
@@ -251,8 +358,22 @@ def graph_ainvoke(options: PatchOptions) -> Wrapper:
             if adopted is not None:
                 graph_call.span = adopted
                 return await wrapped(*args, **kwargs)
-            spec = _invoke_spec(options, instance, args, kwargs, nested=parent is not None)
-            return await aspan_call(spec, _aowning(graph_call, wrapped), *args, **kwargs)
+            meta = graphs.meta(instance)
+            if _durable(options, parent):
+                spec = _durable_spec(meta, args, kwargs)
+                return await aspan_call(spec, _aowning(graph_call, wrapped), *args, **kwargs)
+            span, thread_id, ctx = _open_call_span(
+                meta, graph_call, args, kwargs, nested=parent is not None
+            )
+            try:
+                output = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                fail_span(span, exc)
+                raise
+            finally:
+                otel_context.detach(ctx)
+            end_graph_span(span, output, thread_id)
+            return output
         finally:
             _ACTIVE.reset(token)
 
@@ -262,25 +383,14 @@ def graph_ainvoke(options: PatchOptions) -> Wrapper:
 # --- stream / astream ------------------------------------------------------------------------
 
 
-def _claim_inner_stream(instance: Any) -> bool:
-    """Whether this stream call is ``invoke``'s own (already traced by the invoke span)."""
-    active = _ACTIVE.get()
-    if active is not None and active.graph is instance and active.inner_stream_pending:
-        active.inner_stream_pending = False
-        return True
-    return False
-
-
 def _open_stream_span(
-    options: PatchOptions, instance: Any, args: Any, kwargs: Any
+    graphs: _Graphs, instance: Any, args: Any, kwargs: Any
 ) -> tuple[trace.Span, Any]:
     from spanpoint.events import StreamRecorder
 
-    config = _config_of(args, kwargs)
-    nested = _ACTIVE.get() is not None
-    spec = graph_call_spec(instance, config, options, nested=nested, durable=False)
-    spec.attributes[semconv.STRATEGY] = "stream"
-    span = start_span(spec)
+    meta = graphs.meta(instance)
+    attrs, _ = _call_attributes(meta, _config_of(args, kwargs), nested=_ACTIVE.get() is not None)
+    span = meta.tracer.start_span(meta.span_name, attributes={**attrs, semconv.STRATEGY: "stream"})
     recorder = StreamRecorder(
         span,
         stream_mode=kwargs.get("stream_mode"),
@@ -298,29 +408,37 @@ def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None)
         fail_span(span, exc)
         return
     if span.is_recording():
-        span.set_status(Status(StatusCode.OK))
+        span.set_status(STATUS_OK)
     span.end()
 
 
-def graph_stream(options: PatchOptions) -> Wrapper:
-    """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events."""
+def graph_stream(options: PatchOptions, switch: Any = _On) -> Wrapper:
+    """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events.
+
+    ``invoke`` runs ``stream`` internally: that inner call is claimed and passed through (it
+    runs on every ``invoke``, so the check is inline).
+    """
+    graphs = _Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if _claim_inner_stream(instance):
-            return wrapped(*args, **kwargs)
-        return _traced_iter(options, wrapped, instance, args, kwargs)
+        if switch.active:
+            active = _ACTIVE.get()
+            if active is None or active.graph is not instance or not active.inner_stream_pending:
+                return _traced_iter(graphs, wrapped, instance, args, kwargs)
+            active.inner_stream_pending = False
+        return wrapped(*args, **kwargs)
 
     return traced
 
 
 def _stream_scope(
-    options: PatchOptions, instance: Any, args: Any, kwargs: Any
+    graphs: _Graphs, instance: Any, args: Any, kwargs: Any
 ) -> tuple[trace.Span, Any, Any, _GraphCall]:
     """The span a stream runs under (adopted from an enclosing graph call, else its own), its
     chunk recorder (None when adopted), the context to attach, and the graph call to mark."""
     adopted = _adopted_span(_ACTIVE.get())
     span, recorder = (
-        (adopted, None) if adopted else _open_stream_span(options, instance, args, kwargs)
+        (adopted, None) if adopted else _open_stream_span(graphs, instance, args, kwargs)
     )
     graph_call = _GraphCall(instance, inner_stream_pending=False)
     graph_call.span = span
@@ -328,9 +446,9 @@ def _stream_scope(
 
 
 def _traced_iter(
-    options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    graphs: _Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> Iterator[Any]:
-    span, recorder, ctx, graph_call = _stream_scope(options, instance, args, kwargs)
+    span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
     graph_call_token = None
     error: BaseException | None = None
     inner = None
@@ -366,21 +484,25 @@ def _traced_iter(
             _end_stream_span(span, recorder, error)
 
 
-def graph_astream(options: PatchOptions) -> Wrapper:
+def graph_astream(options: PatchOptions, switch: Any = _On) -> Wrapper:
     """``Pregel.astream``: the async form of :func:`graph_stream`."""
+    graphs = _Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if _claim_inner_stream(instance):
-            return wrapped(*args, **kwargs)
-        return _traced_aiter(options, wrapped, instance, args, kwargs)
+        if switch.active:
+            active = _ACTIVE.get()
+            if active is None or active.graph is not instance or not active.inner_stream_pending:
+                return _traced_aiter(graphs, wrapped, instance, args, kwargs)
+            active.inner_stream_pending = False
+        return wrapped(*args, **kwargs)
 
     return traced
 
 
 async def _traced_aiter(
-    options: PatchOptions, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    graphs: _Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> AsyncIterator[Any]:
-    span, recorder, ctx, graph_call = _stream_scope(options, instance, args, kwargs)
+    span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
     error: BaseException | None = None
     inner = None
     try:

@@ -20,6 +20,9 @@ from spanpoint import semconv
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.config import settings
 
+# Status is immutable: one instance serves every span that ends OK.
+STATUS_OK = Status(StatusCode.OK)
+
 
 def describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeValue]:
     """``GraphRunner``'s result attributes, without the state inspection it adds.
@@ -35,6 +38,32 @@ def describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeVal
     attrs = result_attributes(result)
     attrs.pop(semconv.LANGGRAPH_CHECKPOINT_NS, None)  # None without a snapshot; kept from start
     return attrs
+
+
+def end_graph_span(span: trace.Span, output: Any, thread_id: Any) -> None:
+    """End a graph call's span that is not a boundary: paused event, result attributes, OK.
+
+    The same story as :func:`mark_paused` and ``describe_graph_output`` through
+    :func:`end_span`, for the zero-code hot path: a plain dict output with neither messages
+    nor interrupts (most graph calls) is settled by one type check and two key lookups.
+    """
+    if span.is_recording():
+        if type(output) is not dict or "__interrupt__" in output or "messages" in output:
+            _describe_graph_call(span, output, thread_id)
+        span.set_status(STATUS_OK)
+    span.end()
+
+
+def _describe_graph_call(span: trace.Span, output: Any, thread_id: Any) -> None:
+    from spanpoint.graph_results import output_interrupts
+
+    interrupts = output_interrupts(output)
+    if interrupts:
+        paused_event(span, [i.id for i in interrupts])
+    try:
+        span.set_attributes(describe_graph_output(output, thread_id))
+    except Exception as exc:  # observability is best effort
+        span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
 
 
 def mark_paused(output: Any) -> None:
@@ -73,7 +102,7 @@ def end_span(spec: BoundarySpec, span: trace.Span, output: Any) -> None:
                 span.set_attributes(dict(spec.describe(output)))
             except Exception as exc:  # observability is best effort
                 span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
-        span.set_status(Status(StatusCode.OK))
+        span.set_status(STATUS_OK)
     span.end()
 
 

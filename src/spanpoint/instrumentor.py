@@ -78,7 +78,7 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     checkpoint processor), ``strategy`` (overrides ``$SPANPOINT_STRATEGY``), ``store``.
     """
 
-    _patched: list[tuple[Any, str, _Switchable]]
+    _patched: list[tuple[Any, str, Callable[..., Any]]]
     _switch: _Switch
     _strategy: str
 
@@ -103,7 +103,10 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             ("stream", _patches.graph_stream),
             ("astream", _patches.graph_astream),
         ):
-            self._wrap(_PREGEL, f"Pregel.{method}", factory(options), owner=pregel.Pregel)
+            # The graph wrappers run on every graph call: they check the switch themselves
+            # rather than through a _Switchable frame.
+            wrapper = factory(options, self._switch)
+            self._wrap(_PREGEL, f"Pregel.{method}", wrapper, owner=pregel.Pregel, guard=False)
         if _middleware_available():
             self._instrument_langchain()
 
@@ -128,9 +131,11 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             module = importlib.import_module(module_name)
             self._wrap(module_name, "create_agent", wrapper, owner=module)
 
-    def _wrap(self, module: str, name: str, wrapper: Callable[..., Any], *, owner: Any) -> None:
+    def _wrap(
+        self, module: str, name: str, wrapper: Callable[..., Any], *, owner: Any, guard: bool = True
+    ) -> None:
         attribute = name.rsplit(".", 1)[-1]
-        guarded = _Switchable(wrapper, self._switch)
+        guarded = _Switchable(wrapper, self._switch) if guard else wrapper
         wrap_function_wrapper(module, name, guarded)
         self._patched.append((owner, attribute, guarded))
 
