@@ -351,3 +351,41 @@ def test_a_run_result_survives_the_store_field_for_field() -> None:
     assert set(encoded) == names | {"v"}
     replayed = decode_result(serde.loads(*serde.dumps(encoded)))
     assert replayed == result and replayed.replayed
+
+
+def test_a_completed_call_reports_the_state_get_state_reports(configured) -> None:
+    """A call that ran to its end reads only the latest checkpoint (not the whole snapshot);
+    what it reports must be what get_state says, and a stop (breakpoint compiled into the
+    graph) must still be found."""
+
+    def check(result: Any, graph: Any, thread_id: str) -> None:
+        state = graph.get_state({"configurable": {"thread_id": thread_id}})
+        assert result.latest_checkpoint_id == state.config["configurable"]["checkpoint_id"]
+        assert result.checkpoint_ns == state.config["configurable"]["checkpoint_ns"] == ""
+        assert result.next_nodes == tuple(state.next)
+
+    graph = counting_graph([], InMemorySaver())
+    runner = GraphRunner(graph, name="counter", durability=DurabilityPolicy(warn_in_process=False))
+    with spanpoint.run("S-1"):
+        done = runner.invoke({"n": 1}, thread_id="s")
+        again = runner.invoke({"n": 5}, thread_id="s")  # a later checkpoint on the thread
+    adone = asyncio.run(runner.ainvoke({"n": 1}, thread_id="a"))
+    assert done.status == again.status == adone.status == "completed"
+    assert done.latest_checkpoint_id != again.latest_checkpoint_id
+    check(again, graph, "s")
+    check(adone, graph, "a")
+
+    g = StateGraph(Count)
+    g.add_node("bump", lambda state: {"n": state["n"] + 1})
+    g.add_node("last", lambda state: {"n": state["n"] * 10})
+    g.add_edge(START, "bump")
+    g.add_edge("bump", "last")
+    g.add_edge("last", END)
+    stopping = g.compile(checkpointer=InMemorySaver(), interrupt_after=["bump"])
+    runner = GraphRunner(stopping, name="stops", durability=DurabilityPolicy(warn_in_process=False))
+    stopped = runner.invoke({"n": 1}, thread_id="b")
+    assert stopped.status == "interrupted" and stopped.next_nodes == ("last",)
+    check(stopped, stopping, "b")
+    finished = runner.invoke(None, thread_id="b")
+    assert finished.status == "completed" and finished.output == {"n": 20}
+    check(finished, stopping, "b")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,19 +23,23 @@ from spanpoint.events import add_bounded_event
 from spanpoint.graph import request_fingerprint
 from spanpoint.graph_info import GraphInfo, base_attributes, captured_attributes
 from spanpoint.graph_invoke import (
+    NodeCounts,
     ainvoke_counting,
     invoke_counting,
     is_pregel,
+    journal_counters,
+    journal_mark,
     node_counters,
     shapes_output,
 )
 from spanpoint.graph_results import (
     RunResult,
+    alatest_state,
     build_result,
     decode_result,
     encode_result,
+    latest_state,
     output_counters,
-    output_interrupts,
     result_attributes,
 )
 from spanpoint.run import current_run
@@ -140,15 +143,16 @@ class GraphCall:
         config, kw = req.graph_config(), self._kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
-        if tally is not None and self._pregel and not shapes_output(kw):
+        counted = tally is not None and self._pregel and not shapes_output(kw)
+        if counted:
             output = invoke_counting(self.graph, req.input, config, kw, tally.nodes)
         else:
             output = self.graph.invoke(req.input, config, **kw)
-        snapshot = None
+        snapshot = checkpoint = None
         if self.info.has_state:
-            subgraphs = bool(output_interrupts(output))
-            snapshot = self.graph.get_state(req.state_config(), subgraphs=subgraphs)
-        return self._finish(span, req, output, snapshot)
+            ended = counted and _ran_to_end(tally, kw)
+            snapshot, checkpoint = latest_state(self.graph, req.state_config(), output, ended)
+        return self._finish(span, req, output, snapshot, checkpoint)
 
     async def _aexecute(
         self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None = None
@@ -158,17 +162,20 @@ class GraphCall:
         config, kw = req.graph_config(), self._kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
-        if tally is not None and self._pregel and not shapes_output(kw):
+        counted = tally is not None and self._pregel and not shapes_output(kw)
+        if counted:
             output = await ainvoke_counting(self.graph, req.input, config, kw, tally.nodes)
         elif callable(getattr(self.graph, "ainvoke", None)):
             output = await self.graph.ainvoke(req.input, config, **kw)
         else:
             output = await asyncio.to_thread(self.graph.invoke, req.input, config, **kw)
-        snapshot = None
+        snapshot = checkpoint = None
         if self.info.has_state:
-            subgraphs = bool(output_interrupts(output))
-            snapshot = await self.graph.aget_state(req.state_config(), subgraphs=subgraphs)
-        return self._finish(span, req, output, snapshot)
+            ended = counted and _ran_to_end(tally, kw)
+            snapshot, checkpoint = await alatest_state(
+                self.graph, req.state_config(), output, ended
+            )
+        return self._finish(span, req, output, snapshot, checkpoint)
 
     def _on_start(self, span: trace.Span, req: RunRequest) -> None:
         if req.is_resume and span.is_recording():
@@ -189,11 +196,23 @@ class GraphCall:
         self._on_start(span, req)
         self._lifecycle_events(span, result)
 
-    def _finish(self, span: trace.Span, req: RunRequest, output: Any, snapshot: Any) -> RunResult:
+    def _finish(
+        self,
+        span: trace.Span,
+        req: RunRequest,
+        output: Any,
+        snapshot: Any,
+        checkpoint_config: Any = None,
+    ) -> RunResult:
         ctx = span.get_span_context()
         ids = (format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")) if ctx.is_valid else None
         result = build_result(
-            output, req.thread_id, snapshot, warnings=self.info.warnings, span_ids=ids
+            output,
+            req.thread_id,
+            snapshot,
+            warnings=self.info.warnings,
+            span_ids=ids,
+            checkpoint_config=checkpoint_config,
         )
         if span.is_recording():
             self._lifecycle_events(span, result)
@@ -232,32 +251,32 @@ class GraphCall:
         return settings().tracer.start_span(self.span_name, attributes=attrs)
 
     def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
-        span, mark, tally = self._open_span(req), _journal_mark(), _Tally()
+        span, mark, tally = self._open_span(req), journal_mark(), _Tally()
         try:
             with _current(span):
                 result = self._execute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
-            self._summarize(req, started, None, exc, _journal_counters(mark, tally.nodes))
+            self._summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
         _end_ok(span, result_attributes(result))
-        counters = _journal_counters(mark, tally.nodes)
+        counters = journal_counters(mark, tally.nodes)
         self._summarize(req, started, result, None, counters, span=span)
         return result
 
     async def _atraced_only(
         self, req: RunRequest, kwargs: dict[str, Any], started: float
     ) -> RunResult:
-        span, mark, tally = self._open_span(req), _journal_mark(), _Tally()
+        span, mark, tally = self._open_span(req), journal_mark(), _Tally()
         try:
             with _current(span):
                 result = await self._aexecute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
             _end_failed(span, exc)
-            self._summarize(req, started, None, exc, _journal_counters(mark, tally.nodes))
+            self._summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
         _end_ok(span, result_attributes(result))
-        counters = _journal_counters(mark, tally.nodes)
+        counters = journal_counters(mark, tally.nodes)
         self._summarize(req, started, result, None, counters, span=span)
         return result
 
@@ -360,30 +379,17 @@ def _close_quietly(chunks: Any) -> None:
         close()
 
 
-def _journal_mark() -> int:
-    scope = current_run()
-    return len(scope.journal) if scope is not None else 0
-
-
-def _journal_counters(mark: int, nodes: Counter[str]) -> dict[str, int]:
-    """Nodes that ran, and boundaries (model and tool calls) replayed or failed inside the
-    call, from the run's journal."""
-    scope = current_run()
-    if scope is None:
-        return node_counters(nodes)
-    entries = scope.journal[mark:]
-    return {
-        **node_counters(nodes),
-        "boundaries_replayed": sum(1 for e in entries if e.status == "replayed"),
-        "boundaries_failed": sum(1 for e in entries if e.status == "error"),
-    }
-
-
 class _Tally:
     """What one call's execution leaves for its summary: nodes that ran, and its span."""
 
     __slots__ = ("nodes", "span")
 
     def __init__(self) -> None:
-        self.nodes: Counter[str] = Counter()
+        self.nodes = NodeCounts()
         self.span: trace.Span | None = None
+
+
+def _ran_to_end(tally: _Tally | None, kwargs: Mapping[str, Any]) -> bool:
+    """Whether a counted call surely completed: no interrupt or breakpoint in its stream,
+    and no run control that may stop it early (see ``latest_state``)."""
+    return tally is not None and not tally.nodes.paused and "control" not in kwargs

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from spanpoint.run import current_run
+
 #: invoke() arguments that change what it returns: with these the graph's own invoke runs.
 _SHAPE_ARGS = frozenset({"stream_mode", "version", "subgraphs"})
 
@@ -31,6 +33,16 @@ def is_pregel(graph: Any) -> bool:
 def shapes_output(kwargs: dict[str, Any]) -> bool:
     """Whether ``kwargs`` ask ``invoke`` for another output shape than the final values."""
     return bool(kwargs) and not _SHAPE_ARGS.isdisjoint(kwargs)
+
+
+class NodeCounts(Counter[str]):
+    """The nodes that ran in one call, and whether it stopped at an interrupt or breakpoint.
+
+    LangGraph reports every stop in the updates stream (``__interrupt__``, empty for a static
+    breakpoint), so a counted call that saw none ran to its end: no pending nodes.
+    """
+
+    paused: bool = False
 
 
 def invoke_counting(
@@ -59,12 +71,13 @@ async def ainvoke_counting(
 class _Collected:
     """What ``Pregel.invoke`` keeps from its stream: the latest values and the interrupts."""
 
-    __slots__ = ("interrupts", "latest", "nodes")
+    __slots__ = ("interrupts", "latest", "nodes", "paused")
 
     def __init__(self, nodes: Counter[str]) -> None:
         self.nodes = nodes
         self.latest: Any = None
         self.interrupts: list[Any] = []
+        self.paused = False
 
     def add(self, chunk: Any) -> None:
         mode, payload = chunk  # (mode, payload): subgraphs=True never comes here
@@ -75,9 +88,12 @@ class _Collected:
                 if key[:2] != "__":  # one node per update, most of the time
                     self.nodes[key] += 1
                 elif key == "__interrupt__":
+                    self.paused = True
                     self.interrupts.extend(payload[key] or ())
 
     def result(self) -> Any:
+        if self.paused and isinstance(self.nodes, NodeCounts):
+            self.nodes.paused = True
         if not self.interrupts:
             return self.latest
         if isinstance(self.latest, dict):
@@ -99,3 +115,23 @@ def node_counters(nodes: Counter[str]) -> dict[str, int]:
                 _NODE_KEYS[name] = key
         counters[key] = count
     return counters
+
+
+def journal_mark() -> int:
+    """Where the run's journal stands before a call (see :func:`journal_counters`)."""
+    scope = current_run()
+    return len(scope.journal) if scope is not None else 0
+
+
+def journal_counters(mark: int, nodes: Counter[str]) -> dict[str, int]:
+    """Nodes that ran, and boundaries (model and tool calls) replayed or failed inside the
+    call, from the run's journal."""
+    scope = current_run()
+    if scope is None:
+        return node_counters(nodes)
+    entries = scope.journal[mark:]
+    return {
+        **node_counters(nodes),
+        "boundaries_replayed": sum(1 for e in entries if e.status == "replayed"),
+        "boundaries_failed": sum(1 for e in entries if e.status == "error"),
+    }
