@@ -89,6 +89,50 @@ def test_thread_id_is_the_conversation_id(instrumented: Telemetry) -> None:
     assert span.attributes[semconv.GEN_AI_CONVERSATION_ID] == "t-7"
 
 
+def test_calls_of_one_graph_keep_their_own_attributes(instrumented: Telemetry) -> None:
+    # A call without config shares the graph's cached attributes: a call with a thread id
+    # before it must not leave that thread id behind for the next one.
+    graph = linear_graph()
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t-1"}})
+    graph.invoke({"n": 0})
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t-2"}})
+    spans = instrumented.spans()
+    ids = [s.attributes.get(semconv.GEN_AI_CONVERSATION_ID) for s in spans]
+    assert ids == ["t-1", None, "t-2"]
+    assert [s.attributes[semconv.GEN_AI_WORKFLOW_NAME] for s in spans] == ["linear"] * 3
+
+
+def test_graph_renamed_or_given_a_checkpointer_is_described_anew(
+    instrumented: Telemetry,
+) -> None:
+    graph = linear_graph()
+    graph.invoke({"n": 0})
+    graph.name = "renamed"
+    graph.invoke({"n": 0})
+    graph.checkpointer = InMemorySaver()
+    graph.invoke({"n": 0}, {"configurable": {"thread_id": "t-1"}})
+    first, renamed, saved = instrumented.spans()
+    assert first.name == "invoke_workflow linear"
+    assert renamed.name == "invoke_workflow renamed"
+    assert renamed.attributes[semconv.GEN_AI_WORKFLOW_NAME] == "renamed"
+    assert renamed.attributes[semconv.BOUNDARY_NAME] == "renamed"
+    assert semconv.LANGGRAPH_CHECKPOINTER not in renamed.attributes
+    assert saved.attributes[semconv.LANGGRAPH_CHECKPOINTER] == "InMemorySaver"
+
+
+def test_reconfiguring_sends_the_next_call_to_the_new_provider(
+    instrumented: Telemetry,
+) -> None:
+    from tests.conftest import make_telemetry
+
+    graph = linear_graph()
+    graph.invoke({"n": 0})
+    other = make_telemetry(instrumented.store)
+    graph.invoke({"n": 0})
+    assert len(instrumented.spans()) == 1
+    assert [s.name for s in other.spans()] == ["invoke_workflow linear"]
+
+
 def test_ainvoke_stream_astream_each_one_span(instrumented: Telemetry) -> None:
     graph = linear_graph()
     assert asyncio.run(graph.ainvoke({"n": 0})) == {"n": 3}

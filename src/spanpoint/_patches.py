@@ -9,23 +9,22 @@ decides what a patched call records:
   *outermost* graph call is a durable boundary; nested graph calls (subgraphs, a node calling
   another graph) are spans only — LangGraph's checkpointer already owns their progress, and a
   second memo could replay a subgraph's output without its checkpoints (docs/compatibility.md).
-- ``Pregel.stream`` / ``astream``: a graph-call span that stays open while the caller iterates;
-  each chunk is a bounded span event; never a boundary. ``invoke`` runs ``stream`` internally:
-  that inner call is not traced twice.
-- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``: ``chat`` and
-  ``execute_tool`` spans for calls made inside hand-built graphs, never boundaries; skipped
-  when spanpoint already traces that very call (the middleware's span is current).
+- ``Pregel.stream`` / ``astream`` (:mod:`spanpoint._stream_patches`): a graph-call span that
+  stays open while the caller iterates. ``invoke`` runs ``stream`` internally: that inner call
+  is not traced twice.
+- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``
+  (:mod:`spanpoint._call_patches`): ``chat`` and ``execute_tool`` spans for calls made inside
+  hand-built graphs, never boundaries.
 
-The OpenTelemetry context is attached only *around* each step of a stream, never across a
-``yield``, so a consumer that stops early or iterates from another task cannot detach a
-context it does not own.
+Every graph call goes through these wrappers and a zero-code span may cost a few per cent of
+a ~2 ms graph at most, so a call that is not a boundary takes a short path: the graph's
+attributes are cached, the span is started and made current directly.
 """
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -35,13 +34,11 @@ from opentelemetry import trace
 
 from spanpoint import semconv
 from spanpoint._spans import (
-    STATUS_OK,
     aspan_call,
     describe_graph_output,
     end_graph_span,
     fail_span,
     mark_paused,
-    paused_event,
     span_call,
 )
 from spanpoint.boundary import BoundarySpec
@@ -96,11 +93,13 @@ class _GraphMeta:
     A zero-code call must add as little as possible to ``graph.invoke`` (a few per cent of a
     ~2 ms graph): the name, the span name and the attributes of a call without config are
     invariant per graph, so they are computed once. The entry is rebuilt when the graph is
-    renamed or spanpoint is configured again (new tracer, new capture policy).
+    renamed or given another checkpointer, or spanpoint is configured again (new tracer, new
+    capture policy).
     """
 
     __slots__ = (
         "attrs",
+        "checkpointer",
         "info",
         "name",
         "raw_name",
@@ -111,14 +110,20 @@ class _GraphMeta:
     )
 
     def __init__(self, graph: Any, raw_name: Any, current: Any, strategy: str) -> None:
+        from spanpoint.graph import DurabilityPolicy
         from spanpoint.graph_call import graph_call_attributes
+        from spanpoint.graph_info import inspect_graph
 
         self.raw_name = raw_name
+        self.checkpointer = getattr(graph, "checkpointer", None)
         self.strategy = strategy
         self.settings = current
         self.tracer = current.tracer
         self.name = name = str(raw_name or type(graph).__name__)
-        self.info = info = graph_info(graph, strategy)
+        # Zero-code spans carry no durability warnings: nobody chose this graph's checkpointer
+        # for spanpoint, and a warning per call would only be noise.
+        policy = DurabilityPolicy(warn_in_process=False)
+        self.info = info = inspect_graph(graph, strategy, policy, None)
         self.span_name = f"{info.span_name} {name}"
         self.attrs = graph_call_attributes(
             info, name, strategy, current.capture, thread_id=None, configurable=None
@@ -143,7 +148,12 @@ class _Graphs:
             meta = self.cache.get(graph)
         except TypeError:  # a graph that cannot be weakly referenced is described every call
             return _GraphMeta(graph, raw_name, current, self.options.strategy)
-        if meta is None or meta.raw_name is not raw_name or meta.settings is not current:
+        if (
+            meta is None
+            or meta.raw_name is not raw_name
+            or meta.settings is not current
+            or meta.checkpointer is not getattr(graph, "checkpointer", None)
+        ):
             meta = self.cache[graph] = _GraphMeta(graph, raw_name, current, self.options.strategy)
         return meta
 
@@ -153,24 +163,6 @@ def _config_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     if config is None and len(args) > 1:
         config = args[1]
     return config
-
-
-_INFO: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-
-def graph_info(graph: Any, strategy: str) -> Any:
-    """``GraphRunner``'s view of ``graph`` (agent or workflow, checkpointer), once per graph."""
-    info = _INFO.get(graph)
-    if info is None:
-        from spanpoint.graph import DurabilityPolicy
-        from spanpoint.graph_info import inspect_graph
-
-        # Zero-code spans carry no durability warnings: nobody chose this graph's checkpointer
-        # for spanpoint, and a warning per call would only be noise.
-        info = inspect_graph(graph, strategy, DurabilityPolicy(warn_in_process=False), None)
-        with contextlib.suppress(TypeError):  # an unhashable graph is inspected every call
-            _INFO[graph] = info
-    return info
 
 
 def _call_attributes(meta: _GraphMeta, config: Any, *, nested: bool) -> tuple[dict[str, Any], Any]:
@@ -378,160 +370,3 @@ def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
             _ACTIVE.reset(token)
 
     return traced
-
-
-# --- stream / astream ------------------------------------------------------------------------
-
-
-def _open_stream_span(
-    graphs: _Graphs, instance: Any, args: Any, kwargs: Any
-) -> tuple[trace.Span, Any]:
-    from spanpoint.events import StreamRecorder
-
-    meta = graphs.meta(instance)
-    attrs, _ = _call_attributes(meta, _config_of(args, kwargs), nested=_ACTIVE.get() is not None)
-    span = meta.tracer.start_span(meta.span_name, attributes={**attrs, semconv.STRATEGY: "stream"})
-    recorder = StreamRecorder(
-        span,
-        stream_mode=kwargs.get("stream_mode"),
-        subgraphs=bool(kwargs.get("subgraphs", False)),
-    )
-    return span, recorder
-
-
-def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None) -> None:
-    recorder.finish()
-    interrupts = getattr(recorder, "interrupts", None)
-    if interrupts and span.is_recording():
-        paused_event(span, [str(getattr(i, "id", "")) for i in interrupts])
-    if exc is not None:
-        fail_span(span, exc)
-        return
-    if span.is_recording():
-        span.set_status(STATUS_OK)
-    span.end()
-
-
-def graph_stream(options: PatchOptions, switch: Any = _On) -> Wrapper:
-    """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events.
-
-    ``invoke`` runs ``stream`` internally: that inner call is claimed and passed through (it
-    runs on every ``invoke``, so the check is inline).
-    """
-    graphs = _Graphs(options)
-
-    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if switch.active:
-            active = _ACTIVE.get()
-            if active is None or active.graph is not instance or not active.inner_stream_pending:
-                return _traced_iter(graphs, wrapped, instance, args, kwargs)
-            active.inner_stream_pending = False
-        return wrapped(*args, **kwargs)
-
-    return traced
-
-
-def _stream_scope(
-    graphs: _Graphs, instance: Any, args: Any, kwargs: Any
-) -> tuple[trace.Span, Any, Any, _GraphCall]:
-    """The span a stream runs under (adopted from an enclosing graph call, else its own), its
-    chunk recorder (None when adopted), the context to attach, and the graph call to mark."""
-    adopted = _adopted_span(_ACTIVE.get())
-    span, recorder = (
-        (adopted, None) if adopted else _open_stream_span(graphs, instance, args, kwargs)
-    )
-    graph_call = _GraphCall(instance, inner_stream_pending=False)
-    graph_call.span = span
-    return span, recorder, trace.set_span_in_context(span), graph_call
-
-
-def _traced_iter(
-    graphs: _Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-) -> Iterator[Any]:
-    span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
-    graph_call_token = None
-    error: BaseException | None = None
-    inner = None
-    try:
-        while True:
-            token = otel_context.attach(ctx)
-            graph_call_token = _ACTIVE.set(graph_call)
-            try:
-                if inner is None:
-                    inner = wrapped(*args, **kwargs)
-                chunk = next(inner)
-            except StopIteration:
-                return
-            finally:
-                _ACTIVE.reset(graph_call_token)
-                otel_context.detach(token)
-            if recorder is not None:
-                recorder.record(chunk)
-            yield chunk
-    except GeneratorExit:
-        if inner is not None:
-            token = otel_context.attach(ctx)
-            try:
-                inner.close()
-            finally:
-                otel_context.detach(token)
-        raise
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if recorder is not None:
-            _end_stream_span(span, recorder, error)
-
-
-def graph_astream(options: PatchOptions, switch: Any = _On) -> Wrapper:
-    """``Pregel.astream``: the async form of :func:`graph_stream`."""
-    graphs = _Graphs(options)
-
-    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if switch.active:
-            active = _ACTIVE.get()
-            if active is None or active.graph is not instance or not active.inner_stream_pending:
-                return _traced_aiter(graphs, wrapped, instance, args, kwargs)
-            active.inner_stream_pending = False
-        return wrapped(*args, **kwargs)
-
-    return traced
-
-
-async def _traced_aiter(
-    graphs: _Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
-) -> AsyncIterator[Any]:
-    span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
-    error: BaseException | None = None
-    inner = None
-    try:
-        while True:
-            token = otel_context.attach(ctx)
-            graph_call_token = _ACTIVE.set(graph_call)
-            try:
-                if inner is None:
-                    inner = wrapped(*args, **kwargs)
-                chunk = await inner.__anext__()
-            except StopAsyncIteration:
-                return
-            finally:
-                _ACTIVE.reset(graph_call_token)
-                otel_context.detach(token)
-            if recorder is not None:
-                recorder.record(chunk)
-            yield chunk
-    except GeneratorExit:
-        if inner is not None:
-            token = otel_context.attach(ctx)
-            try:
-                await inner.aclose()
-            finally:
-                otel_context.detach(token)
-        raise
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if recorder is not None:
-            _end_stream_span(span, recorder, error)

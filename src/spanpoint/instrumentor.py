@@ -41,7 +41,7 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
-from spanpoint import _call_patches, _patches
+from spanpoint import _call_patches, _patches, _stream_patches
 from spanpoint.errors import ConfigurationError
 
 logger = logging.getLogger("spanpoint")
@@ -100,8 +100,8 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         for method, factory in (
             ("invoke", _patches.graph_invoke),
             ("ainvoke", _patches.graph_ainvoke),
-            ("stream", _patches.graph_stream),
-            ("astream", _patches.graph_astream),
+            ("stream", _stream_patches.graph_stream),
+            ("astream", _stream_patches.graph_astream),
         ):
             # The graph wrappers run on every graph call: they check the switch themselves
             # rather than through a _Switchable frame.
