@@ -220,14 +220,15 @@ def _identity(args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any) -> 
     }
 
 
-def _adopted_span(parent: _GraphCall | None) -> trace.Span | None:
-    """The current span when it is a spanpoint graph-call span no patched call owns.
+def _adopted_span(parent: _GraphCall | None, ctx: Any = None) -> trace.Span | None:
+    """The span current in ``ctx`` (default: the current context) when it is a spanpoint
+    graph-call span no patched call owns.
 
     ``GraphRunner`` opens its own graph-call span and then calls ``graph.invoke``: that call
     must not get a second span (nor a second boundary). A span opened by a patched call
     (``parent``) is owned: a graph called under it is a nested call with its own span.
     """
-    span = trace.get_current_span()
+    span = trace.get_current_span(ctx)
     attrs = getattr(span, "attributes", None)
     if not attrs or attrs.get(semconv.BOUNDARY_KIND) != semconv.KIND_GRAPH_CALL:
         return None
@@ -276,12 +277,13 @@ def _aowning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..
 
 
 def _open_call_span(
-    meta: _GraphMeta, graph_call: _GraphCall, args: Any, kwargs: Any, *, nested: bool
+    meta: _GraphMeta, graph_call: _GraphCall, ctx: Any, args: Any, kwargs: Any, *, nested: bool
 ) -> tuple[trace.Span, Any, Any]:
     """The span of a call that is not a boundary, made current: (span, thread id, token).
 
     This is the zero-code hot path, so it starts the span directly (no ``BoundarySpec``, no
-    context-manager generator) from the graph's cached attributes.
+    context-manager generator) from the graph's cached attributes, in ``ctx`` (the current
+    context, read once rather than by every step of the SDK's span start).
     """
     config = kwargs.get("config")
     if config is None and len(args) > 1:
@@ -290,9 +292,9 @@ def _open_call_span(
         attrs, thread_id = meta.attrs, None
     else:
         attrs, thread_id = _call_attributes(meta, config, nested=nested)
-    span = meta.tracer.start_span(meta.span_name, attributes=attrs)
+    span = meta.tracer.start_span(meta.span_name, ctx, attributes=attrs)
     graph_call.span = span
-    return span, thread_id, otel_context.attach(trace.set_span_in_context(span))
+    return span, thread_id, otel_context.attach(trace.set_span_in_context(span, ctx))
 
 
 def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
@@ -309,7 +311,8 @@ def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
         graph_call = _GraphCall(instance, inner_stream_pending=True)
         token = _ACTIVE.set(graph_call)
         try:
-            adopted = _adopted_span(parent)
+            ctx = otel_context.get_current()
+            adopted = _adopted_span(parent, ctx)
             if adopted is not None:
                 graph_call.span = adopted
                 return wrapped(*args, **kwargs)
@@ -317,8 +320,8 @@ def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
             if _durable(options, parent):
                 spec = _durable_spec(meta, args, kwargs)
                 return span_call(spec, _owning(graph_call, wrapped), *args, **kwargs)
-            span, thread_id, ctx = _open_call_span(
-                meta, graph_call, args, kwargs, nested=parent is not None
+            span, thread_id, attached = _open_call_span(
+                meta, graph_call, ctx, args, kwargs, nested=parent is not None
             )
             try:
                 output = wrapped(*args, **kwargs)
@@ -326,7 +329,7 @@ def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
                 fail_span(span, exc)
                 raise
             finally:
-                otel_context.detach(ctx)
+                otel_context.detach(attached)
             end_graph_span(span, output, thread_id)
             return output
         finally:
@@ -346,7 +349,8 @@ def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
         graph_call = _GraphCall(instance, inner_stream_pending=True)
         token = _ACTIVE.set(graph_call)
         try:
-            adopted = _adopted_span(parent)
+            ctx = otel_context.get_current()
+            adopted = _adopted_span(parent, ctx)
             if adopted is not None:
                 graph_call.span = adopted
                 return await wrapped(*args, **kwargs)
@@ -354,8 +358,8 @@ def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
             if _durable(options, parent):
                 spec = _durable_spec(meta, args, kwargs)
                 return await aspan_call(spec, _aowning(graph_call, wrapped), *args, **kwargs)
-            span, thread_id, ctx = _open_call_span(
-                meta, graph_call, args, kwargs, nested=parent is not None
+            span, thread_id, attached = _open_call_span(
+                meta, graph_call, ctx, args, kwargs, nested=parent is not None
             )
             try:
                 output = await wrapped(*args, **kwargs)
@@ -363,7 +367,7 @@ def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
                 fail_span(span, exc)
                 raise
             finally:
-                otel_context.detach(ctx)
+                otel_context.detach(attached)
             end_graph_span(span, output, thread_id)
             return output
         finally:
