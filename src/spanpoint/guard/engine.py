@@ -124,7 +124,8 @@ class GuardEngine:
         self, state: dict[str, Any] | None, history: Sequence[BaseMessage], now: float | None = None
     ) -> Decision:
         """Ingest the last step's tool results, enforce step/time budgets, deliver reflections."""
-        s = _working_copy(state, now)
+        # Shallow copies: the lists and dicts inside a state are replaced, never mutated.
+        s = dict(state) if state else new_state(now=now)
         _tick_wall(s, time.time() if now is None else now)
         found = self._ingest(s, history)
         overrun = budgets.overrun_before_model(s, self.config)
@@ -157,7 +158,7 @@ class GuardEngine:
         ``owned=True`` says that ``state`` is the state of this step's :meth:`before_model`
         decision, held by nobody else: it is then updated in place rather than copied.
         """
-        s = state if owned and state else _working_copy(state, now)
+        s = state if owned and state else dict(state) if state else new_state(now=now)
         s["steps"] += 1
         _tick_wall(s, time.time() if now is None else now)
         self._add_usage(s, response, prompt)
@@ -201,14 +202,22 @@ class GuardEngine:
     # --- internals ---------------------------------------------------------------------
 
     def _ingest(self, s: dict[str, Any], history: Sequence[BaseMessage]) -> list[Detection]:
-        at = _last_ai(history)
+        # The last AI message and the results of its tool calls that follow it, in order.
+        at = len(history) - 1
+        while at >= 0 and not isinstance(history[at], AIMessage):
+            at -= 1
         if at < 0 or not (ai := history[at]).tool_calls:
             return []
         marker = ai.id or f"#{len(history)}"
         if marker == s["ingested"]:
             return []
         s["ingested"] = marker
-        results = _results_of(ai, history, at)
+        names = {call.get("id"): call["name"] for call in ai.tool_calls}
+        results = [
+            ToolResult(m.name or names[m.tool_call_id], _text(m), m.status == "error")
+            for m in history[at + 1 :]
+            if isinstance(m, ToolMessage) and m.tool_call_id in names and guard_kind(m) != "skipped"
+        ]
         found = detectors.ingest_results(s, results, self.config)
         # An error-loop or no-progress episode ends when a step's results no longer show it.
         episode = s["episode"]
@@ -398,24 +407,6 @@ def _tick_wall(s: dict[str, Any], now: float) -> None:
     if started is None:  # stopped: time does not run until a resume
         return
     s["wall_seconds"] = s["wall_before"] + max(now - started, 0.0)
-
-
-def _last_ai(history: Sequence[BaseMessage]) -> int:
-    """The index of the last AI message in ``history``, or -1."""
-    for at in range(len(history) - 1, -1, -1):
-        if isinstance(history[at], AIMessage):
-            return at
-    return -1
-
-
-def _results_of(ai: AIMessage, history: Sequence[BaseMessage], at: int) -> list[ToolResult]:
-    """The results of ``ai``'s tool calls that follow it (``history[at]``), in order."""
-    names = {call.get("id"): call["name"] for call in ai.tool_calls}
-    return [
-        ToolResult(m.name or names[m.tool_call_id], _text(m), m.status == "error")
-        for m in history[at + 1 :]
-        if isinstance(m, ToolMessage) and m.tool_call_id in names and guard_kind(m) != "skipped"
-    ]
 
 
 def _text(message: BaseMessage) -> str:

@@ -195,7 +195,11 @@ def _after(
         )
     produced = update.get(key, [])
     produced = list(produced) if isinstance(produced, list | tuple) else [produced]
-    answer = next((m for m in reversed(produced) if isinstance(m, AIMessage)), None)
+    answer = None
+    for message in reversed(produced):
+        if isinstance(message, AIMessage):
+            answer = message
+            break
     after = (
         before if answer is None else engine.after_model(before.state, answer, prompt, owned=True)
     )
