@@ -200,8 +200,8 @@ def ingest_results(
     found = []
     if errors and (hit := _error_loop(counters, cfg)) is not None:
         found.append(hit)
-    if (hit := _no_progress(counters, results, cfg)) is not None:
-        found.append(hit)
+    if cfg.no_progress_steps is not None and counters["no_progress_steps"] >= cfg.no_progress_steps:
+        found.append(_no_progress(counters, results))
     return found
 
 
@@ -218,12 +218,8 @@ def _error_loop(counters: Mapping[str, Any], cfg: GuardConfig) -> Detection | No
     )
 
 
-def _no_progress(
-    counters: Mapping[str, Any], results: Sequence[ToolResult], cfg: GuardConfig
-) -> Detection | None:
+def _no_progress(counters: Mapping[str, Any], results: Sequence[ToolResult]) -> Detection:
     steps = counters["no_progress_steps"]
-    if cfg.no_progress_steps is None or steps < cfg.no_progress_steps:
-        return None
     tools = tuple(dict.fromkeys(r.tool for r in results))
     return Detection(
         pattern=NO_PROGRESS,

@@ -126,7 +126,9 @@ class GuardEngine:
         """Ingest the last step's tool results, enforce step/time budgets, deliver reflections."""
         # Shallow copies: the lists and dicts inside a state are replaced, never mutated.
         s = dict(state) if state else new_state(now=now)
-        _tick_wall(s, time.time() if now is None else now)
+        if (started := s["segment_started_at"]) is not None:  # stopped: the clock is paused
+            elapsed = (time.time() if now is None else now) - started
+            s["wall_seconds"] = s["wall_before"] + max(elapsed, 0.0)
         found = self._ingest(s, history)
         overrun = budgets.overrun_before_model(s, self.config)
         if overrun is not None and self.config.enforcing:
@@ -160,7 +162,9 @@ class GuardEngine:
         """
         s = state if owned and state else dict(state) if state else new_state(now=now)
         s["steps"] += 1
-        _tick_wall(s, time.time() if now is None else now)
+        if (started := s["segment_started_at"]) is not None:
+            elapsed = (time.time() if now is None else now) - started
+            s["wall_seconds"] = s["wall_before"] + max(elapsed, 0.0)
         self._add_usage(s, response, prompt)
         found = self._analyse_calls(s, response)
         overrun = budgets.overrun_after_model(s, self.config)
@@ -400,13 +404,6 @@ def _working_copy(state: dict[str, Any] | None, now: float | None) -> dict[str, 
     if not state:
         return new_state(now=now)
     return dict(state)
-
-
-def _tick_wall(s: dict[str, Any], now: float) -> None:
-    started = s["segment_started_at"]
-    if started is None:  # stopped: time does not run until a resume
-        return
-    s["wall_seconds"] = s["wall_before"] + max(now - started, 0.0)
 
 
 def _text(message: BaseMessage) -> str:

@@ -82,7 +82,8 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
         """Check before the call, call the model unless stopped, analyse its answer."""
-        before = self._before(request)
+        state = request.state
+        before = self._engine.before_model(state.get(STATE_KEY), state["messages"])
         if before.stop:
             return _stopped(before)
         if before.messages:
@@ -95,16 +96,13 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
     ) -> ModelResponse | ExtendedModelResponse:
         """Async form of :meth:`wrap_model_call`."""
-        before = self._before(request)
+        state = request.state
+        before = self._engine.before_model(state.get(STATE_KEY), state["messages"])
         if before.stop:
             return _stopped(before)
         if before.messages:
             request = request.override(messages=[*request.messages, *before.messages])
         return self._after(request, await handler(request), before)
-
-    def _before(self, request: ModelRequest[Any]) -> Decision:
-        state = request.state
-        return self._engine.before_model(state.get(STATE_KEY), state["messages"])
 
     def _after(
         self, request: ModelRequest[Any], response: ModelResponse, before: Decision
@@ -123,7 +121,9 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
                 result=[*before.messages, *response.result, *added],
                 structured_response=None if after.stop else response.structured_response,
             )
-        return ExtendedModelResponse(response, Command(update=after.updates()))
+        # Only a stop changes the flags; other steps write the guard state alone.
+        update = after.updates() if after.stop else {STATE_KEY: after.state}
+        return ExtendedModelResponse(response, Command(update=update))
 
 
 def _last_answer(messages: list[Any]) -> AIMessage | None:
