@@ -193,8 +193,10 @@ def _after(
             f"guard_graph: the agent node must return a dict or a Command with a dict update, "
             f"got {type(update).__name__} (for create_agent agents, use GuardMiddleware)"
         )
-    produced = update.get(key, [])
-    produced = list(produced) if isinstance(produced, list | tuple) else [produced]
+    given = update.get(key, [])
+    produced = (
+        given if isinstance(given, list) else list(given) if isinstance(given, tuple) else [given]
+    )
     answer = None
     for message in reversed(produced):
         if isinstance(message, AIMessage):
@@ -204,8 +206,9 @@ def _after(
         before if answer is None else engine.after_model(before.state, answer, prompt, owned=True)
     )
     extra = after.messages if answer is not None else []
-    merged = {**update, **after.updates()}
-    if before.messages or extra or key in update:
+    # Only a stop changes the flags; other steps write the guard state alone.
+    merged = {**update, **(after.updates() if after.stop else {STATE_KEY: after.state})}
+    if before.messages or extra or (key in update and given is not produced):
         merged[key] = [*before.messages, *produced, *extra]
     if not isinstance(out, Command):
         return merged
