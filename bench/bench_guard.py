@@ -15,13 +15,14 @@ written inside the super-step that made it and nothing runs on between super-ste
 time on a shared machine mostly measures the neighbours). An agent step is the model
 super-step plus the tools super-step after it. Printed:
 
-* **per agent step**: the median over all steps of all rounds of (guarded step − plain step);
+* **per agent step**: the median over the steps of all rounds of (guarded step − plain step);
   the neighbours' bursts hit single super-steps, and a median over hundreds of paired steps
   leaves them out;
 * **start of a run**: the guard opens each run in a super-step of its own (``before_agent`` /
-  the ``spanpoint_guard.start`` node); the median per run of the super-steps outside agent
-  steps (guarded minus plain), divided by the 41 steps. The guarded run's first window also
-  reads the input, which the plain run does in its first agent step: a slight overestimate;
+  the ``spanpoint_guard.start`` node). Both runs read the input in their first window, so
+  the run's start is taken as everything up to the end of agent step 0 plus the run's end
+  (guarded minus plain, median over rounds) less one ordinary step's overhead, divided by
+  the 41 steps; the per-step median above is over steps 1..40;
 * **end to end** = the two added; and beside it the median over rounds of the whole-run
   difference per step, which contains the bursts.
 
@@ -338,22 +339,26 @@ class Overhead(NamedTuple):
 
 
 def overhead(variant: list[Round], plain: list[Round]) -> Overhead:
+    pairs = list(zip(variant, plain, strict=True))
+    # Steps 1..40: step 0 of the plain run also reads the input, which the guarded run
+    # does in its start window; step 0 is counted with the start below instead.
     step_diffs = [
         (v - p) / 1000
-        for mine, base in zip(variant, plain, strict=True)
-        for v, p in zip(mine.steps, base.steps, strict=True)
+        for mine, base in pairs
+        for v, p in zip(mine.steps[1:], base.steps[1:], strict=True)
     ]
-    start = [
-        (mine.other - base.other) / 1000 / AGENT_STEPS
-        for mine, base in zip(variant, plain, strict=True)
+    per_step = statistics.median(step_diffs)
+    # Everything up to the end of step 0, and the end of the run, minus one ordinary step.
+    first = [
+        (mine.other + mine.steps[0] - base.other - base.steps[0]) / 1000 for mine, base in pairs
     ]
     whole = [
         (sum(mine.steps) + mine.other - sum(base.steps) - base.other) / 1000 / AGENT_STEPS
-        for mine, base in zip(variant, plain, strict=True)
+        for mine, base in pairs
     ]
     return Overhead(
-        statistics.median(step_diffs),
-        statistics.median(start),
+        per_step,
+        (statistics.median(first) - per_step) / AGENT_STEPS,
         statistics.median(whole),
         step_diffs,
     )
