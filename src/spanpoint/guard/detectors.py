@@ -189,7 +189,8 @@ def ingest_results(
                 counters["error_tools"] = [*counters["error_tools"][-4:], result.tool]
             continue
         counters["consecutive_errors"] = 0
-        counters["error_tools"] = []
+        if counters["error_tools"]:
+            counters["error_tools"] = []
         text = f"{result.tool}\x00{result.content}"
         fingerprint = f",{zlib.crc32(text.encode()):08x}"
         if fingerprint not in seen and fingerprint not in new:
