@@ -129,3 +129,17 @@ def test_the_model_memo_does_not_keep_models_alive() -> None:
     assert ref() is None
     assert key not in genai_spans._MODEL_INFO._entries
     assert key not in call_identity._MODEL_IDENTITIES._entries
+
+
+def test_a_growing_conversation_hashes_like_a_fresh_one_and_sees_edits() -> None:
+    messages = conversation()
+    fingerprint(messages[:2])
+    grown = fingerprint(messages)  # the first two messages' digests are memoized
+    call_identity._MESSAGE_DIGESTS.clear()
+    assert fingerprint(messages) == grown  # the same as computed from scratch
+    fingerprint(messages[:2])
+    messages[0].content = "find 3"  # an earlier message edited in place
+    edited = fingerprint(messages)
+    call_identity._MESSAGE_DIGESTS.clear()
+    assert edited != grown
+    assert fingerprint(messages) == edited

@@ -49,7 +49,11 @@ def create_agent(middleware_factory: Callable[[], Any], middleware_type: type) -
 def _current_operation() -> tuple[str | None, Mapping[str, Any]]:
     """The GenAI operation of the current span when it is one of spanpoint's."""
     span = trace.get_current_span()
-    attrs = getattr(span, "attributes", None)
+    # The SDK span's own dict, not the mappingproxy over its pure-Python BoundedAttributes
+    # (``in`` and ``get`` through it are two Python calls each, on every model and tool call).
+    attrs = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(attrs) is not dict:
+        attrs = getattr(span, "attributes", None)
     if not attrs or semconv.BOUNDARY_KIND not in attrs:
         return None, {}
     return attrs.get(semconv.GEN_AI_OPERATION_NAME), attrs

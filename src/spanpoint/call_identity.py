@@ -86,9 +86,26 @@ _ENCODER = json.JSONEncoder(
 )
 
 
+# json.JSONEncoder.encode builds the same C encoder through two Python frames on every call;
+# these fingerprints encode small values many times per model call, so build it directly
+# (the same arguments as JSONEncoder.iterencode: identical output).
+_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _encode(value: Any) -> str:
+    if _C_MAKE_ENCODER is None or isinstance(value, str):
+        return _ENCODER.encode(value)
+    make = _C_MAKE_ENCODER
+    encoder = make({}, _default, _ENCODE_STR, None, ":", ",", True, False, True)
+    return "".join(encoder(value, 0))
+
+
+_ENCODE_STR = json.encoder.encode_basestring  # ensure_ascii=False
+
+
 def _json_text(value: Any) -> str:
     try:
-        return _ENCODER.encode(value)
+        return _encode(value)
     except TypeError:  # mixed key types cannot be sorted: use the generic canonical form
         return json.dumps(serde.canonical(value), sort_keys=True, separators=(",", ":"))
 
@@ -172,19 +189,71 @@ def model_call_fingerprint(
     )
     if params is not ls_params and params != ls_params:  # params given by another caller
         model_part = _model_identity(model, ls_params)
-    rest = _json_text(
+    rest = _request_identity(settings, tool_choice, response_format, tools, system_message)
+    h = hashlib.sha256(f"[{model_part},{rest[1:]}".encode())
+    h.update(b"".join(_conversation_digests(messages)))
+    return h.hexdigest()
+
+
+def _request_identity(
+    settings: Mapping[str, Any],
+    tool_choice: Any,
+    response_format: Any,
+    tools: Sequence[BaseTool | dict[str, Any]],
+    system_message: BaseMessage | None,
+) -> str:
+    """The JSON list [settings, tool choice, response format, tool digests, system prompt].
+
+    The same for every model call of an agent: memoized by the tool digests and the system
+    prompt's digest when the rest is simple (no settings, no response format).
+    """
+    digests = tuple(tool_digest(t) for t in tools)
+    key: Any = None
+    if not settings and response_format is None and isinstance(tool_choice, str | None):
+        system = message_digest(system_message) if system_message is not None else None
+        key = (digests, system, tool_choice, settings is None)
+        found = _REQUEST_IDENTITIES.get(key)
+        if found is not None:
+            return found
+    text = _json_text(
         [
             settings,
             tool_choice,
             _format_identity(response_format),
-            [tool_digest(t) for t in tools],
+            list(digests),
             message_content(system_message) if system_message is not None else None,
         ]
     )
-    h = hashlib.sha256(f"[{model_part},{rest[1:]}".encode())
+    if key is not None:
+        if len(_REQUEST_IDENTITIES) >= 1024:
+            _REQUEST_IDENTITIES.clear()
+        _REQUEST_IDENTITIES[key] = text
+    return text
+
+
+_REQUEST_IDENTITIES: dict[Any, str] = {}
+
+
+def _conversation_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
+    """:func:`message_digest` of every message; the memo's hit path inlined (every model call
+    walks the whole conversation, so this loop is per message of every call).
+
+    Reusing the previous call's conversation as a whole was measured slower: proving in C
+    that its messages are still the same objects with the same content costs more per
+    message than this loop's memo hits.
+    """
+    cache_get = _MESSAGE_DIGESTS.get
+    digests: list[bytes] = []
+    append = digests.append
     for message in messages:
-        h.update(message_digest(message))
-    return h.hexdigest()
+        entry = cache_get(id(message))
+        if entry is not None and entry[0]() is message:
+            fields = message.__dict__
+            if entry[1] is fields.get("content") and entry[2] is fields.get("tool_calls"):
+                append(entry[3])
+                continue
+        append(message_digest(message))
+    return digests
 
 
 def _model_identity(model: Any, ls_params: Mapping[str, Any]) -> str:

@@ -66,6 +66,7 @@ SECRET_VALUE = re.compile(
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\b|[^A-Za-z])|[A-Z]?[a-z]+|[0-9]+")
 
 _TRUE = {"1", "true", "yes", "on"}
+_SCALARS = frozenset({bool, int, float})
 
 
 def key_words(key: str) -> list[str]:
@@ -201,7 +202,10 @@ class CapturePolicy:
         return view
 
     def _walk(self, value: Any, depth: int, seen: set[int]) -> Any:
-        if value is None or isinstance(value, bool | int | float):
+        kind = type(value)
+        if kind is str:  # the common cases first: tool arguments are mostly str and dict
+            return truncate(redact_text(value), self.max_bytes)
+        if value is None or kind in _SCALARS or isinstance(value, bool | int | float):
             return value
         if isinstance(value, str):
             return truncate(redact_text(value), self.max_bytes)
@@ -210,6 +214,8 @@ class CapturePolicy:
         if id(value) in seen:
             return "<cycle>"
         seen = seen | {id(value)}
+        if kind is dict:  # not a message; isinstance against pydantic's ABC meta is slow
+            return self._walk_mapping(value, depth, seen)
         if isinstance(value, BaseMessage):
             return self.message_view(value)
         if isinstance(value, Mapping):
@@ -251,6 +257,8 @@ def redact_text(text: str) -> str:
 
 def truncate(text: str, max_bytes: int) -> str:
     """Cut ``text`` to at most ``max_bytes`` UTF-8 bytes, saying how much was cut."""
+    if len(text) * 4 <= max_bytes:  # a character is at most 4 bytes: short text fits
+        return text
     data = text.encode("utf-8")
     if len(data) <= max_bytes:
         return text
