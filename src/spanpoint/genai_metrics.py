@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from spanpoint import semconv
+from spanpoint.config import settings
 
 # Bucket boundaries the GenAI conventions advise for these two histograms.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48)
@@ -163,8 +164,6 @@ _LAST: tuple[Any, _Instruments | None] = (lambda: None, None)
 
 def _current_instruments() -> _Instruments:
     global _LAST
-    from spanpoint.config import settings
-
     provider = settings().meter_provider
     last_provider, found = _LAST
     if found is None or last_provider() is not provider:
