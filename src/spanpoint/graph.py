@@ -125,27 +125,52 @@ class RunRequest:
 
 # serde.fingerprint's canonical JSON: sorted keys, compact, UTF-8.
 _CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-_EMPTY_MAPPING = serde.canonical({})
+
+
+def _plain_identity_template() -> tuple[str, str, str]:
+    """The canonical JSON of a plain call's identity, cut around its input and thread id.
+
+    canonical() of the identity mapping lists its items sorted by key; the four empty parts
+    are the same for every plain call, so their text is built once, here.
+    """
+    marks = ("\x00input\x00", "\x00thread\x00")
+    empty = serde.canonical({})
+    view = {
+        "__map__": [
+            ("checkpoint_ns", None),
+            ("configurable", empty),
+            ("context", None),
+            ("input", marks[0]),
+            ("kwargs", empty),
+            ("thread_id", marks[1]),
+        ]
+    }
+    text = _CANONICAL_JSON.encode(view)
+    head, rest = text.split(_CANONICAL_JSON.encode(marks[0]))
+    middle, tail = rest.split(_CANONICAL_JSON.encode(marks[1]))
+    return head, middle, tail
+
+
+_HEAD, _MIDDLE, _TAIL = _plain_identity_template()
 
 
 def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | None:
     """``serde.fingerprint`` of a call's identity, for the common call that has only an input
-    and a thread (None otherwise): the same digest, without canonicalizing the four empty
-    parts of the identity on every call. Keys stay those of the general path
-    (tests/test_graph_runner.py checks that both agree)."""
+    and a thread (None otherwise): the same digest, with only the input and the thread id
+    encoded per call. Keys stay those of the general path (tests/test_graph_runner.py checks
+    that both agree)."""
     if req.checkpoint_ns is not None or req.context is not None or req.configurable or kwargs:
         return None
-    view = {  # canonical() of the identity mapping: its items sorted by key
-        "__map__": [
-            ("checkpoint_ns", None),
-            ("configurable", _EMPTY_MAPPING),
-            ("context", None),
-            ("input", serde.canonical(req.input)),
-            ("kwargs", _EMPTY_MAPPING),
-            ("thread_id", req.thread_id),
-        ]
-    }
-    return hashlib.sha256(_CANONICAL_JSON.encode(view).encode()).hexdigest()
+    text = "".join(
+        (
+            _HEAD,
+            _CANONICAL_JSON.encode(serde.canonical(req.input)),
+            _MIDDLE,
+            _CANONICAL_JSON.encode(req.thread_id),
+            _TAIL,
+        )
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def build_resume_request(
