@@ -130,3 +130,12 @@ def test_boundaries_are_counted_by_kind_and_outcome(signals: Signals) -> None:
         for p in signals.points(semconv.METRIC_BOUNDARIES)
     }
     assert counted == {("step", "executed"): 2, ("step", "failed"): 1, ("step", "replayed"): 1}
+
+
+def test_an_exemplar_points_at_the_operation_span(configured: Telemetry, signals: Signals) -> None:
+    agent().invoke({"messages": [("user", "ticket 42?")]})
+    chat_ids = {s.context.span_id for s in configured.spans("chat")}
+    durations = points(signals, "gen_ai.client.operation.duration")
+    [chat] = [p for p in durations if p.attributes[semconv.GEN_AI_OPERATION_NAME] == "chat"]
+    assert chat.exemplars, "the SDK's trace-based filter samples measurements of sampled spans"
+    assert {e.span_id for e in chat.exemplars} <= chat_ids

@@ -25,9 +25,10 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import NonRecordingSpan, StatusCode
 
 from spanpoint import semconv
 from spanpoint.config import settings
@@ -140,16 +141,19 @@ def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
     if span.status.status_code is StatusCode.ERROR:
         metric_attrs[semconv.ERROR_TYPE] = get(semconv.ERROR_TYPE, "_OTHER")
     instruments = _current_instruments()
+    # Measured in the span's own context: a span ends after it stopped being current, and an
+    # exemplar the SDK samples would otherwise point at the parent instead of this operation.
+    context = trace.set_span_in_context(NonRecordingSpan(span.context))
     end, start = span.end_time, span.start_time
     if end is not None and start is not None:
-        instruments.duration.record((end - start) / 1e9, metric_attrs)
+        instruments.duration.record((end - start) / 1e9, metric_attrs, context)
     if operation != semconv.OP_CHAT:
         return
     tokens = instruments.tokens
     for key, token_type in _TOKEN_TYPES:
         value = get(key)
         if isinstance(value, int) and not isinstance(value, bool):
-            tokens.record(value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type})
+            tokens.record(value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type}, context)
 
 
 _TOKEN_TYPES = (
