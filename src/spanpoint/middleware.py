@@ -37,6 +37,7 @@ What is replayed, and what is not:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -251,6 +252,16 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 "args": capture.redact(args),
             }
         return spec
+
+
+# LangChain wraps each middleware hook in LangSmith's ``traceable``, whose wrapper calls
+# ``inspect.signature(hook)`` on every model and tool call, traced or not (22 µs of a call's
+# overhead, measured). A signature computed once and set as ``__signature__`` is what
+# ``inspect.signature`` returns first; it is the same signature.
+for _hook in ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call"):
+    _function = getattr(CheckpointMiddleware, _hook)
+    _function.__signature__ = inspect.signature(_function)
+del _hook, _function
 
 
 # --- outputs: serialization --------------------------------------------------------------
