@@ -130,6 +130,9 @@ class Worker:
             stderr=subprocess.DEVNULL,
             text=True,
             cwd=HERE,
+            # The same string hashes in every worker: dict layouts, and so the cost of the
+            # same code, differ less between processes (none_again shows what remains).
+            env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         self.ready = self._read()
 

@@ -37,6 +37,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 # name -> (description, workloads it applies to)
 SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "none": ("uninstrumented", workloads.WORKLOADS),
+    "none_again": (
+        "uninstrumented again, in a process of its own: the spread between two identical "
+        "processes, which no ratio can be read more finely than",
+        workloads.WORKLOADS,
+    ),
     "spanpoint_zero_code": (
         "spanpoint zero-code (SpanpointInstrumentor), spans only, outside a run",
         workloads.WORKLOADS,
@@ -61,6 +66,16 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "floor_span": (
         "the floor of zero-code: one bare SDK span around each invoke, nothing else",
         ("linear",),
+    ),
+    "floor_graph_call_1w": (
+        "issue 9's floor of a graph_call boundary, by hand: a bare span + one SQLite write (the "
+        "commit of the output) around each invoke",
+        workloads.WORKLOADS,
+    ),
+    "floor_calls_1w": (
+        "issue 9's floor of the calls strategy, by hand: a bare AgentMiddleware whose every "
+        "model and tool call is a bare span + one SQLite write (the commit of its output)",
+        ("agent", "agent_async"),
     ),
     "floor_graph_call": (
         "the floor of a graph_call boundary, by hand: a bare span + the SQLite lease and "
@@ -329,9 +344,10 @@ def _otel_genai(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker
 
 
 class _Protocol:
-    """A bare span plus one lease write and one commit per boundary, on a SQLite store."""
+    """A bare span plus one commit per boundary on a SQLite store, and the lease before the
+    body when ``leases`` (single-flight, issue 7: the write issue 9's floor leaves out)."""
 
-    def __init__(self, store_dir: Path, telemetry: Telemetry) -> None:
+    def __init__(self, store_dir: Path, telemetry: Telemetry, leases: bool) -> None:
         from spanpoint import serde
         from spanpoint.stores.base import Checkpoint
         from spanpoint.stores.sqlite import SqliteStore
@@ -341,11 +357,13 @@ class _Protocol:
         self.serde = serde
         self.keys = itertools.count()
         self.template = Checkpoint("", "floor", "b", "b", "step", 0, "", b"", "0" * 32, "0" * 16)
+        self.leases = leases
 
     def begin(self, name: str) -> tuple[Any, str]:
         key = f"{next(self.keys):064d}"
         span = self.tracer.start_span(name)
-        self.store.claim(key, "floor-owner", 300.0, fresh=True)
+        if self.leases:
+            self.store.claim(key, "floor-owner", 300.0, fresh=True)
         return span, key
 
     def commit(self, span: Any, key: str, output: Any) -> None:
@@ -354,7 +372,7 @@ class _Protocol:
         tag, data = self.serde.dumps(output)
         span.end()
         cp = dataclasses.replace(self.template, key=key, output_type=tag, output=data)
-        self.store.put(cp, owner="floor-owner")
+        self.store.put(cp, owner="floor-owner" if self.leases else None)
 
 
 def _floor_span(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
@@ -368,8 +386,10 @@ def _floor_span(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker
     return Invoker(call)
 
 
-def _floor_graph_call(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
-    protocol = _Protocol(store_dir, telemetry)
+def _floor_graph_call(
+    workload: str, store_dir: Path, telemetry: Telemetry, leases: bool = True
+) -> Invoker:
+    protocol = _Protocol(store_dir, telemetry, leases)
     plain = _plain_call(workload, _graph_for(workload))
 
     def call(i: int) -> Any:
@@ -381,10 +401,12 @@ def _floor_graph_call(workload: str, store_dir: Path, telemetry: Telemetry) -> I
     return Invoker(call)
 
 
-def _floor_calls(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+def _floor_calls(
+    workload: str, store_dir: Path, telemetry: Telemetry, leases: bool = True
+) -> Invoker:
     from langchain.agents.middleware import AgentMiddleware
 
-    protocol = _Protocol(store_dir, telemetry)
+    protocol = _Protocol(store_dir, telemetry, leases)
 
     class FloorMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         def wrap_model_call(self, request: Any, handler: Any) -> Any:
@@ -441,7 +463,10 @@ def _signed(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
+    "none_again": _none,
     "floor_span": _floor_span,
+    "floor_graph_call_1w": lambda w, d, t: _floor_graph_call(w, d, t, leases=False),
+    "floor_calls_1w": lambda w, d, t: _floor_calls(w, d, t, leases=False),
     "floor_graph_call": _floor_graph_call,
     "floor_calls": _floor_calls,
     "none": _none,
