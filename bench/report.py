@@ -111,6 +111,16 @@ def targets(d: dict[str, Any]) -> str:
         f"{st['floor_executed']:.1f} µs floor | {times:.2f}× | | | {protocol:.2f}× (span, lease "
         f"and commit by hand) | {_holds(times, 2, protocol)} |"
     )
+    spread = [
+        abs(results["none_again"]["paired_cpu_ratio"] - 1)
+        for results in w.values()
+        if "none_again" in results
+    ]
+    if spread:
+        rows.append(
+            f"\nTwo identical uninstrumented processes (`none_again` against `none`) differ by up "
+            f"to {max(spread) * 100:.1f} % in this run: smaller differences are noise."
+        )
     return "\n".join(rows)
 
 
