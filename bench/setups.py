@@ -437,29 +437,10 @@ def _floor_calls(
     # LangChain wraps each hook in a LangSmith traceable that calls inspect.signature() on a
     # bound method at every call; a plain function carrying its signature skips that. The
     # floor gets the trick too, so that it is the cheapest middleware there can be.
-    for name in ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call"):
-        method = getattr(floor, name)
-        setattr(floor, name, _signed(method))
+    from spanpoint._hooks import sign_hooks
+
+    sign_hooks(floor)
     return Invoker(_plain_call(workload, _graph_for(workload, [floor])))
-
-
-def _signed(method: Callable[..., Any]) -> Callable[..., Any]:
-    import functools
-    import inspect
-
-    if inspect.iscoroutinefunction(method):
-
-        async def hook(request: Any, handler: Any) -> Any:
-            return await method(request, handler)
-
-    else:
-
-        def hook(request: Any, handler: Any) -> Any:
-            return method(request, handler)
-
-    hook = functools.wraps(method)(hook)
-    hook.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    return hook
 
 
 _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {

@@ -37,7 +37,6 @@ What is replayed, and what is not:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -54,6 +53,7 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import call_identity, semconv
+from spanpoint._hooks import sign_hooks
 from spanpoint._spans import aspan_call, span_call
 from spanpoint.boundary import BoundarySpec
 from spanpoint.capture import CapturePolicy
@@ -104,6 +104,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.policy = policy or CallCheckpointPolicy()
         self._capture = capture
         self.tools: Sequence[BaseTool] = ()
+        # LangChain's LangSmith wrapper inspects each hook's signature on every call (22 µs
+        # of a call's overhead, measured): hand it signed plain functions (spanpoint._hooks).
+        sign_hooks(self)
 
     def __repr__(self) -> str:
         return f"CheckpointMiddleware({self.policy!r})"
@@ -252,16 +255,6 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 "args": capture.redact(args),
             }
         return spec
-
-
-# LangChain wraps each middleware hook in LangSmith's ``traceable``, whose wrapper calls
-# ``inspect.signature(hook)`` on every model and tool call, traced or not (22 µs of a call's
-# overhead, measured). A signature computed once and set as ``__signature__`` is what
-# ``inspect.signature`` returns first; it is the same signature.
-for _hook in ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call"):
-    _function = getattr(CheckpointMiddleware, _hook)
-    _function.__signature__ = inspect.signature(_function)
-del _hook, _function
 
 
 # --- outputs: serialization --------------------------------------------------------------

@@ -9,8 +9,6 @@ shared by any number of threads and processes.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
@@ -27,6 +25,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from opentelemetry.metrics import MeterProvider
 
+from spanpoint._hooks import sign_hooks
 from spanpoint.guard.config import GuardConfig
 from spanpoint.guard.engine import STATE_KEY, Decision, GuardEngine, state_updates
 from spanpoint.guard.telemetry import GuardTelemetry
@@ -60,12 +59,8 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self.config = config or GuardConfig()
         self._engine = GuardEngine(self.config, GuardTelemetry(meter_provider))
         self.tools = []
-        # create_agent wraps each wrap_model_call in a LangSmith ``traceable`` that calls
-        # inspect.signature() on it at every model call, tracing or not: for a bound method
-        # that costs ~30 µs a step in a real run, a third of the guard's budget. The same
-        # hooks as plain functions that carry their signature make it an attribute lookup.
-        self.wrap_model_call = _signed(self.wrap_model_call)  # type: ignore[method-assign]
-        self.awrap_model_call = _signed(self.awrap_model_call)  # type: ignore[method-assign]
+        # ~30 µs a step in a real run, a third of the guard's budget (see spanpoint._hooks).
+        sign_hooks(self, ("wrap_model_call", "awrap_model_call"))
 
     def __repr__(self) -> str:
         return f"GuardMiddleware(mode={self.config.mode!r})"
@@ -131,22 +126,6 @@ def _last_answer(messages: list[Any]) -> AIMessage | None:
         if isinstance(message, AIMessage):
             return message
     return None
-
-
-def _signed(method: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(method):
-
-        async def hook(request: Any, handler: Any) -> Any:
-            return await method(request, handler)
-
-    else:
-
-        def hook(request: Any, handler: Any) -> Any:
-            return method(request, handler)
-
-    hook = functools.wraps(method)(hook)
-    hook.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    return hook
 
 
 def _stopped(decision: Decision) -> ExtendedModelResponse:
