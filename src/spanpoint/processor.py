@@ -91,6 +91,8 @@ class CheckpointSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         """Commit the span's staged output if it ended OK; drop it otherwise."""
+        if not _STAGED:  # most spans: nothing is waiting for any span to end
+            return
         ctx = span.context
         if ctx is None:
             return
