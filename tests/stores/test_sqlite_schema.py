@@ -63,3 +63,23 @@ def test_a_newer_schema_is_refused_with_a_clear_error(tmp_path: Path) -> None:
         conn.execute("UPDATE spanpoint_meta SET v = '99' WHERE k = 'schema_version'")
     with pytest.raises(StoreUnavailableError, match=r"schema version 99.*upgrade spanpoint"):
         SqliteStore(path)
+
+
+def test_gc_drops_leases_abandoned_before_the_age_and_keeps_live_ones(tmp_path: Path) -> None:
+    path = tmp_path / "gc.db"
+    store = SqliteStore(path)
+    try:
+        store.claim("abandoned", "host-a:1:aaa", 60)
+        store.claim("live", "host-b:2:bbb", 600)
+        with sqlite3.connect(path) as conn:  # a worker that died two hours ago
+            conn.execute(
+                "UPDATE checkpoints SET lease_expires_at = ? WHERE key = 'abandoned'",
+                (time.time() - 7200,),
+            )
+        assert store.delete_runs_older_than(3600) == 0  # no run was old; leases are not runs
+        with sqlite3.connect(path) as conn:
+            left = [r[0] for r in conn.execute("SELECT key FROM checkpoints ORDER BY key")]
+        assert left == ["live"]
+        assert store.claim("live", "host-c:3:ccc", 60).state == "held"
+    finally:
+        store.close()

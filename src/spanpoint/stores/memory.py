@@ -148,6 +148,8 @@ class MemoryStore:
                 self._journal.pop(run_id, None)
             self._checkpoints = {k: c for k, c in self._checkpoints.items() if c.run_id not in old}
             self._waits = {k: w for k, w in self._waits.items() if k[0] not in old}
+            # Leases of workers that died and whose boundary never ran again: no run owns them.
+            self._leases = {k: v for k, v in self._leases.items() if v[1] >= cutoff}
             return len(old)
 
     def close(self) -> None:
