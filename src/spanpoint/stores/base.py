@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from spanpoint.serde import json_text
+
 RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted"]
 BoundaryStatus = Literal["ok", "error", "replayed", "interrupted"]
 ClaimState = Literal["committed", "acquired", "held"]
@@ -69,7 +71,7 @@ def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
         cp.attempt,
         cp.started_at_ns,
         cp.ended_at_ns,
-        json.dumps(cp.view),
+        json_text(cp.view),
     )
 
 

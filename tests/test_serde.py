@@ -1,0 +1,48 @@
+"""Fingerprints and stored JSON texts never change with how they are encoded.
+
+A fingerprint is part of every checkpoint key: if the text it hashes changed between
+versions, a store written by one version would stop replaying under the next.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spanpoint import serde
+
+VALUES = [
+    {"__map__": [["b", 1.5], ["a", 'é"\n\t\u2028'], ["c", [None, True, False, 10**30, -0.0]]]},
+    "plain",
+    "",
+    3,
+    -2.5e-9,
+    None,
+    [],
+    {},
+    {"z": {"y": [1, {"x": "ü", "a": ["😀"]}]}, "a": 0},
+]
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_the_stable_text_is_json_with_sorted_keys_compact_and_unescaped(value: object) -> None:
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert serde._stable_json(value) == expected
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_json_text_is_json_dumps(value: object) -> None:
+    assert serde.json_text(value) == json.dumps(value)
+
+
+def test_a_fingerprint_is_pinned() -> None:
+    # Computed by spanpoint 0a9924f; a change here means every stored key changes with it.
+    assert serde.fingerprint({"ticket": 42, "tags": ["a", "b"], "note": "é"}) == (
+        "98aa214231e7b7cf29db54b0eaa9b3231bbb813d472bd0ec8f62fc536ddedd51"
+    )
+
+
+def test_unencodable_values_are_a_type_error() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        serde._stable_json({"a": object()})
