@@ -86,27 +86,18 @@ _ENCODER = json.JSONEncoder(
 )
 
 
-# json.JSONEncoder.encode builds the same C encoder through two Python frames on every call;
-# these fingerprints encode small values many times per model call, so build it directly
-# (the same arguments as JSONEncoder.iterencode: identical output).
-_C_MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-
-
-def _encode(value: Any) -> str:
-    if _C_MAKE_ENCODER is None or isinstance(value, str):
-        return _ENCODER.encode(value)
-    make = _C_MAKE_ENCODER
-    encoder = make({}, _default, _ENCODE_STR, None, ":", ",", True, False, True)
-    return "".join(encoder(value, 0))
-
-
-_ENCODE_STR = json.encoder.encode_basestring  # ensure_ascii=False
+# Built once, in C (serde.c_json): these fingerprints encode small values many times per
+# model call. Identical output to _ENCODER.
+_encode = (
+    serde.c_json(":", ",", sort_keys=True, ensure_ascii=False, default=_default) or _ENCODER.encode
+)
 
 
 def _json_text(value: Any) -> str:
     try:
         return _encode(value)
-    except TypeError:  # mixed key types cannot be sorted: use the generic canonical form
+    except (TypeError, RecursionError):  # unsortable mixed keys, or a value containing itself
+        # The generic canonical form sorts by text and marks cycles.
         return json.dumps(serde.canonical(value), sort_keys=True, separators=(",", ":"))
 
 

@@ -132,23 +132,37 @@ def _canonical_opaque(value: Any) -> Any:
 _STABLE_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _c_encoder(
-    key_separator: str, item_separator: str, sort_keys: bool, ensure_ascii: bool
+def c_json(
+    key_separator: str,
+    item_separator: str,
+    *,
+    sort_keys: bool,
+    ensure_ascii: bool,
+    default: Callable[[Any], Any] | None = None,
 ) -> Callable[[Any], str] | None:
     """The C encoder ``JSONEncoder.iterencode`` would build, built once (identical output).
 
     ``JSONEncoder.encode`` builds it through two Python frames on every call, which is most of
-    the cost of encoding a boundary's small identity or view. No marker dict: canonical views
-    have no cycles, and without one the encoder is safe to share between threads.
+    the cost of encoding a boundary's small identity or view. No marker dict, so the encoder
+    is safe to share between threads; a value that contains itself is a RecursionError (the
+    canonical views hashed here never do). None without the C accelerator.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # an interpreter without the C accelerator
+    if make is None:
         return None
     encode_str = (
         json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
     )
     encoder = make(
-        None, _reject, encode_str, None, key_separator, item_separator, sort_keys, False, True
+        None,
+        default or _reject,
+        encode_str,
+        None,
+        key_separator,
+        item_separator,
+        sort_keys,
+        False,
+        True,
     )
     return lambda value: "".join(encoder(value, 0))
 
@@ -157,11 +171,14 @@ def _reject(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-_stable_c = _c_encoder(":", ",", True, False)
-_stable_json: Callable[[Any], str] = _stable_c or _STABLE_ENCODER.encode
+_stable_json: Callable[[Any], str] = (
+    c_json(":", ",", sort_keys=True, ensure_ascii=False) or _STABLE_ENCODER.encode
+)
 
 #: ``json.dumps(value)`` with its default options, for the small JSON texts a store keeps.
-json_text: Callable[[Any], str] = _c_encoder(": ", ", ", False, True) or json.dumps
+json_text: Callable[[Any], str] = (
+    c_json(": ", ", ", sort_keys=False, ensure_ascii=True) or json.dumps
+)
 
 
 def fingerprint(value: Any) -> str:
