@@ -20,7 +20,6 @@ of its model calls, and recording both would count every token twice.
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, StatusCode
 
 from spanpoint import semconv
+from spanpoint._per_provider import PerProvider
 from spanpoint.config import settings
 
 # Bucket boundaries the GenAI conventions advise for these two histograms.
@@ -74,18 +74,7 @@ class _Instruments:
         )
 
 
-_INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
-
-
-def _instruments(provider: Any) -> _Instruments:
-    found = _INSTRUMENTS.get(provider)
-    if found is None:
-        with _LOCK:
-            found = _INSTRUMENTS.get(provider)
-            if found is None:
-                found = _INSTRUMENTS[provider] = _Instruments(provider)
-    return found
+_instruments: PerProvider[_Instruments] = PerProvider(_Instruments)
 
 
 class GenAIMetricsProcessor(SpanProcessor):

@@ -15,12 +15,10 @@ JSON-lines files next to the local trace file (``.spanpoint/logs.jsonl``, ``metr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.resources import Resource
 
 from spanpoint import semconv
+from spanpoint._per_provider import PerProvider
 from spanpoint.config import __version__, otlp_endpoint, settings
 from spanpoint.errors import SpanpointError
 from spanpoint.graph_results import RunResult
@@ -137,15 +136,13 @@ def emit_summary(
         logger.warning("spanpoint: could not emit the run summary: %s", exc)
 
 
-_LOGGERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_logger: PerProvider[Any] = PerProvider(
+    lambda provider: provider.get_logger(semconv.INSTRUMENTATION_NAME, __version__)
+)
 
 
 def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], context: Any) -> None:
-    otel_logger = _LOGGERS.get(provider)
-    if otel_logger is None:  # one logger per provider: get_logger builds a new one each time
-        otel_logger = provider.get_logger(semconv.INSTRUMENTATION_NAME, __version__)
-        with contextlib.suppress(TypeError):  # a provider that takes no weak reference
-            _LOGGERS[provider] = otel_logger
+    otel_logger = _logger(provider)
     attributes: dict[str, Any] = {
         semconv.GEN_AI_AGENT_NAME: summary["name"],
         semconv.GEN_AI_CONVERSATION_ID: summary["thread_id"],
@@ -254,18 +251,7 @@ class _Instruments:
 _MAX_PENDING = 64
 
 
-_INSTRUMENTS: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
-_INSTRUMENTS_LOCK = threading.Lock()
-
-
-def _instruments(provider: MeterProvider) -> _Instruments:
-    found = _INSTRUMENTS.get(provider)
-    if found is None:
-        with _INSTRUMENTS_LOCK:
-            found = _INSTRUMENTS.get(provider)
-            if found is None:
-                found = _INSTRUMENTS[provider] = _Instruments(provider)
-    return found
+_instruments: PerProvider[_Instruments] = PerProvider(_Instruments)
 
 
 # --- default providers (used by spanpoint.config when the application has none) -------------
