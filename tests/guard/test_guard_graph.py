@@ -10,9 +10,11 @@ import pytest
 from guard_fakes import ScriptedModel, stuck_on_search
 from guard_support import Otel, Tools, assert_history_valid, kinds, make_graph_builder, thread
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
@@ -75,7 +77,8 @@ async def test_async_agent_node_streamed_with_astream(otel: Otel, tools: Tools) 
 
     assert kinds(state["messages"]) == EXPECTED_TRIP
     assert (state["guard_terminated"], state["guard_reason"]) == (True, "tool_repeat")
-    assert updates == ["spanpoint_guard.start"] + ["agent", "tools"] * 3 + ["agent"]
+    # The run opens in the input step: the guard adds no super-step of its own.
+    assert updates == ["agent", "tools"] * 3 + ["agent"]
     assert event_summary(otel) == EXPECTED_EVENTS
     stop = otel.events()[-1][1]
     assert stop[semconv.GUARD_STOP_KIND] == "detector" and stop[semconv.GUARD_RESUMABLE]
@@ -95,6 +98,94 @@ def test_a_second_input_on_the_thread_is_a_new_run(tools: Tools) -> None:
     out = graph.invoke({"messages": [("user", "two")]}, thread("x"))
     assert out["spanpoint_guard"]["run"] == 2
     assert out["spanpoint_guard"]["steps"] == 2  # counted for this run only
+
+
+def test_continuing_without_input_is_the_same_run(tools: Tools) -> None:
+    def search_then_answer(turn: int, messages: Sequence[BaseMessage]) -> Any:
+        return [{"name": "search", "args": {"query": f"t{turn}"}}] if turn < 2 else "ok"
+
+    builder = make_graph_builder(search_then_answer, [tools.make("search")])
+    graph = guard_graph(builder, GuardConfig()).compile(
+        checkpointer=InMemorySaver(), interrupt_before=["tools"]
+    )
+    paused = graph.invoke({"messages": [("user", "one")]}, thread("x"))
+    assert (paused["spanpoint_guard"]["run"], paused["spanpoint_guard"]["steps"]) == (1, 1)
+    # No input: the graph goes on from its checkpoint and the run keeps its counters.
+    graph.invoke(None, thread("x"))
+    out = graph.invoke(None, thread("x"))
+    assert out["messages"][-1].text == "ok"
+    assert (out["spanpoint_guard"]["run"], out["spanpoint_guard"]["steps"]) == (1, 3)
+    assert out["spanpoint_guard"]["tool_calls"] == 2 and tools.count() == 2
+
+
+def test_new_input_after_a_stop_is_a_fresh_run_with_cleared_flags(tools: Tools) -> None:
+    def loop_then_answer(turn: int, messages: Sequence[BaseMessage]) -> Any:
+        if messages[-1].text == "thanks, now just answer":
+            return "ok"
+        return stuck_on_search(turn, messages)
+
+    builder = make_graph_builder(loop_then_answer, [tools.make("search")])
+    graph = guard_graph(builder, GuardConfig()).compile(checkpointer=InMemorySaver())
+    stopped = graph.invoke({"messages": [("user", "q")]}, thread("x"))
+    assert (stopped["guard_terminated"], stopped["guard_reason"]) == (True, "tool_repeat")
+    out = graph.invoke({"messages": [("user", "thanks, now just answer")]}, thread("x"))
+    assert (out["guard_terminated"], out["guard_reason"]) == (False, None)
+    assert out["spanpoint_guard"]["run"] == 2
+    assert out["spanpoint_guard"]["steps"] == 1
+    assert out["spanpoint_guard"]["status"] == "completed"
+
+
+def test_nodes_and_edges_read_what_they_read_before(tools: Tools) -> None:
+    seen: dict[str, list[list[str]]] = {"route": [], "start": [], "agent": []}
+    search = tools.make("search")
+    model = ScriptedModel(script=stuck_on_search).bind_tools([search])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        seen["agent"].append(sorted(state))
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def start_route(state: MessagesState) -> str:
+        seen["start"].append(sorted(state))
+        return "agent"
+
+    def route(state: MessagesState) -> str:
+        seen["route"].append(sorted(state))
+        return tools_condition(state)
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([search]))
+    builder.add_conditional_edges(START, start_route, ["agent"])
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    out = guard_graph(builder, GuardConfig()).compile().invoke({"messages": [("user", "q")]})
+
+    assert out["guard_reason"] == "tool_repeat"
+    assert seen["start"] == [["messages"]]
+    assert {tuple(keys) for keys in seen["route"]} == {("messages",)}
+    # The agent node's own code sees its own schema too; the guard reads its state around it.
+    assert {tuple(keys) for keys in seen["agent"]} == {("messages", "spanpoint_guard")}
+
+
+def test_the_agent_node_gets_what_langgraph_injects(tools: Tools) -> None:
+    search = tools.make("search")
+    model = ScriptedModel(script=stuck_on_search).bind_tools([search])
+    got: list[tuple[bool, bool]] = []
+
+    def agent(state: MessagesState, config: RunnableConfig, runtime: Runtime) -> dict[str, Any]:
+        got.append((config["configurable"]["thread_id"] == "x", runtime.context == {"k": 1}))
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState, context_schema=dict)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([search]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    graph = guard_graph(builder, GuardConfig()).compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"messages": [("user", "q")]}, thread("x"), context={"k": 1})
+    assert out["guard_reason"] == "tool_repeat"
+    assert got and set(got) == {(True, True)}
 
 
 def test_agent_node_returning_a_command_is_routed_to_the_end_on_stop(tools: Tools) -> None:

@@ -96,21 +96,27 @@ def detect_repeat(
         return None
     size = cfg.tool_repeat_window
     window = recent if len(recent) <= size else recent[-size:]
-    worst: tuple[int, str] | None = None
     policies = cfg.tool_policies
-    for key in new_keys if len(new_keys) == 1 else dict.fromkeys(new_keys):
-        policy = policies.get(tool_of(key)) if policies else None
-        threshold = cfg.tool_repeat_threshold
-        if policy is not None:
-            if policy.allow_repeat:
-                continue
-            threshold = policy.repeat_threshold or threshold
+    if len(new_keys) == 1 and not policies:  # the common turn: one call, no per-tool policy
+        key = new_keys[0]
         count = window.count(key)
-        if count >= threshold and (worst is None or count > worst[0]):
-            worst = (count, key)
-    if worst is None:
-        return None
-    count, key = worst
+        if count < cfg.tool_repeat_threshold:
+            return None
+    else:
+        worst: tuple[int, str] | None = None
+        for key in dict.fromkeys(new_keys):
+            policy = policies.get(tool_of(key)) if policies else None
+            threshold = cfg.tool_repeat_threshold
+            if policy is not None:
+                if policy.allow_repeat:
+                    continue
+                threshold = policy.repeat_threshold or threshold
+            count = window.count(key)
+            if count >= threshold and (worst is None or count > worst[0]):
+                worst = (count, key)
+        if worst is None:
+            return None
+        count, key = worst
     tool = tool_of(key)
     in_turn = new_keys.count(key)
     return Detection(
@@ -166,10 +172,13 @@ def detect_cycle(recent: Sequence[str], cfg: GuardConfig) -> Detection | None:
 
 
 def ingest_results(
-    counters: MutableMapping[str, Any], results: Sequence[ToolResult], cfg: GuardConfig
+    counters: MutableMapping[str, Any],
+    results: Sequence[ToolResult | tuple[str, str, bool]],
+    cfg: GuardConfig,
 ) -> list[Detection]:
     """Fold one step's tool results into the counters; return error-loop / no-progress hits.
 
+    ``results`` are :class:`ToolResult` values or plain ``(tool, content, is_error)`` tuples.
     ``counters`` holds ``consecutive_errors``, ``error_tools``, ``seen_results`` and
     ``no_progress_steps``; its values are replaced, never mutated (pass a shallow copy).
     """
@@ -178,26 +187,32 @@ def ingest_results(
     seen = counters["seen_results"]
     if not isinstance(seen, str):  # a list of fingerprints: a state from an earlier version
         seen = "".join(f",{fingerprint}" for fingerprint in seen)
+    consecutive = counters["consecutive_errors"]
+    error_tools = counters["error_tools"]
     new = ""
     errors = 0
-    for result in results:
-        if result.is_error:
-            policy = cfg.policy(result.tool)
+    for tool, content, is_error in results:
+        if is_error:
+            policy = cfg.policy(tool) if cfg.tool_policies else None
             if policy is None or policy.count_errors:
                 errors += 1
-                counters["consecutive_errors"] += 1
-                counters["error_tools"] = [*counters["error_tools"][-4:], result.tool]
+                consecutive += 1
+                error_tools = [*error_tools[-4:], tool]
             continue
-        counters["consecutive_errors"] = 0
-        if counters["error_tools"]:
-            counters["error_tools"] = []
-        text = f"{result.tool}\x00{result.content}"
-        fingerprint = f",{zlib.crc32(text.encode()):08x}"
+        consecutive = 0
+        if error_tools:
+            error_tools = []
+        fingerprint = f",{zlib.crc32((tool + chr(0) + content).encode()):08x}"
         if fingerprint not in seen and fingerprint not in new:
             new += fingerprint
+    counters["consecutive_errors"] = consecutive
+    if error_tools is not counters["error_tools"]:
+        counters["error_tools"] = error_tools
     if new:
         counters["seen_results"] = (seen + new)[-_SEEN_CHARS:]
-    counters["no_progress_steps"] = 0 if new else counters["no_progress_steps"] + 1
+        counters["no_progress_steps"] = 0
+    else:
+        counters["no_progress_steps"] += 1
     found = []
     if errors and (hit := _error_loop(counters, cfg)) is not None:
         found.append(hit)
@@ -219,9 +234,11 @@ def _error_loop(counters: Mapping[str, Any], cfg: GuardConfig) -> Detection | No
     )
 
 
-def _no_progress(counters: Mapping[str, Any], results: Sequence[ToolResult]) -> Detection:
+def _no_progress(
+    counters: Mapping[str, Any], results: Sequence[ToolResult | tuple[str, str, bool]]
+) -> Detection:
     steps = counters["no_progress_steps"]
-    tools = tuple(dict.fromkeys(r.tool for r in results))
+    tools = tuple(dict.fromkeys(result[0] for result in results))
     return Detection(
         pattern=NO_PROGRESS,
         evidence=f"{steps} consecutive steps returned no new tool results",

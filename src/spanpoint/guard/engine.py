@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from spanpoint.guard import budgets, detectors, termination
 from spanpoint.guard.config import CYCLE, TOOL_REPEAT, GuardConfig
-from spanpoint.guard.detectors import Detection, ToolResult
+from spanpoint.guard.detectors import Detection
 from spanpoint.guard.reflection import guard_kind, reflection_message, reflection_text
 from spanpoint.guard.telemetry import GuardTelemetry
 
@@ -30,6 +30,9 @@ TERMINATED_KEY: Final = "guard_terminated"
 REASON_KEY: Final = "guard_reason"
 STATE_VERSION: Final = 1
 DETECTIONS_KEPT: Final = 50
+#: The key of the value a graph's input step writes to :data:`STATE_KEY` to open a new run
+#: (see :func:`run_start` and :func:`opened`).
+RUN_START: Final = "spanpoint_guard.run_start"
 
 
 class Decision(NamedTuple):
@@ -63,6 +66,22 @@ def state_updates(state: dict[str, Any], *, flags: bool = True) -> dict[str, Any
         TERMINATED_KEY: stop is not None,
         REASON_KEY: stop["reason"] if stop else None,
     }
+
+
+def run_start(mode: str, now: float | None = None) -> dict[str, Any]:
+    """What a graph's input step writes to :data:`STATE_KEY`: "open a new run now".
+
+    The state channel turns it into the new run's state with :func:`opened`, which numbers
+    the run after the one it replaces. It is JSON-safe, as every pending write must be.
+    """
+    return {RUN_START: time.time() if now is None else now, "mode": mode}
+
+
+def opened(previous: dict[str, Any] | None, start: dict[str, Any]) -> dict[str, Any]:
+    """The state of a new run opened by the :func:`run_start` value ``start``."""
+    state = new_state(run=(previous or {}).get("run", 0) + 1, now=start[RUN_START])
+    state["mode"] = start["mode"]
+    return state
 
 
 def new_state(run: int = 1, now: float | None = None) -> dict[str, Any]:
@@ -116,9 +135,7 @@ class GuardEngine:
 
     def start_run(self, previous: dict[str, Any] | None, now: float | None = None) -> dict:
         """A fresh state for a new run on a thread (new input), numbered after the last."""
-        state = new_state(run=(previous or {}).get("run", 0) + 1, now=now)
-        state["mode"] = self.config.mode
-        return state
+        return opened(previous, run_start(self.config.mode, now))
 
     def before_model(
         self, state: dict[str, Any] | None, history: Sequence[BaseMessage], now: float | None = None
@@ -164,23 +181,34 @@ class GuardEngine:
         s["steps"] += 1
         if (started := s["segment_started_at"]) is not None:
             elapsed = (time.time() if now is None else now) - started
-            s["wall_seconds"] = s["wall_before"] + max(elapsed, 0.0)
-        self._add_usage(s, response, prompt)
-        found = self._analyse_calls(s, response)
+            s["wall_seconds"] = s["wall_before"] + (elapsed if elapsed > 0.0 else 0.0)
+        reported = response.usage_metadata
+        if reported and not self._costs:  # the common case: reported tokens, no pricing
+            inp = int(reported.get("input_tokens") or 0)
+            out = int(reported.get("output_tokens") or 0)
+            s["input_tokens"] += inp
+            s["output_tokens"] += out
+            s["tokens"] += inp + out
+        else:
+            self._add_usage(s, response, prompt)
+        calls = response.tool_calls
+        found = self._analyse_calls(s, calls) if calls else None
         overrun = budgets.overrun_after_model(s, self.config)
-        if overrun is not None and self.config.enforcing:
-            return self._stop_for_budget(s, overrun, [response])
         if overrun is not None:
+            if self.config.enforcing:
+                return self._stop_for_budget(s, overrun, [response])
             self._observe_overrun(s, overrun)
         if found and (decision := self._on_detections(s, found, [response], False)) is not None:
             return decision
         # A graph may loop back to the agent after an answer: the latest answer decides.
-        s["status"] = "running" if response.tool_calls else "completed"
+        s["status"] = "running" if calls else "completed"
         episode = s["episode"]
-        if episode is not None and episode.get("delivered"):
-            final_answer = not response.tool_calls
-            if final_answer or episode["pattern"] in (TOOL_REPEAT, CYCLE):
-                self._recover(s)
+        if (
+            episode is not None
+            and episode.get("delivered")
+            and (not calls or episode["pattern"] in (TOOL_REPEAT, CYCLE))
+        ):
+            self._recover(s)
         self.telemetry.check(s)
         return Decision(s, [])
 
@@ -207,21 +235,42 @@ class GuardEngine:
 
     def _ingest(self, s: dict[str, Any], history: Sequence[BaseMessage]) -> list[Detection]:
         # The last AI message and the results of its tool calls that follow it, in order.
+        # (Exact type checks first: isinstance on a message class is an ABC check.)
+        answered: list[ToolMessage] = []
         at = len(history) - 1
-        while at >= 0 and not isinstance(history[at], AIMessage):
+        while at >= 0:
+            message = history[at]
+            kind = type(message)
+            if kind is AIMessage or (kind is not ToolMessage and isinstance(message, AIMessage)):
+                break
+            if kind is ToolMessage or isinstance(message, ToolMessage):
+                answered.append(message)
             at -= 1
-        if at < 0 or not (ai := history[at]).tool_calls:
+        else:
             return []
-        marker = ai.id or f"#{len(history)}"
+        calls = message.tool_calls
+        if not calls:
+            return []
+        marker = message.id or f"#{len(history)}"
         if marker == s["ingested"]:
             return []
         s["ingested"] = marker
-        names = {call.get("id"): call["name"] for call in ai.tool_calls}
-        results = [
-            ToolResult(m.name or names[m.tool_call_id], _text(m), m.status == "error")
-            for m in history[at + 1 :]
-            if isinstance(m, ToolMessage) and m.tool_call_id in names and guard_kind(m) != "skipped"
-        ]
+        names = {call.get("id"): call["name"] for call in calls}
+        results = []
+        for tool_message in reversed(answered):
+            call_id = tool_message.tool_call_id
+            if call_id not in names or (
+                tool_message.additional_kwargs and guard_kind(tool_message) == "skipped"
+            ):
+                continue
+            content = tool_message.content
+            results.append(
+                (
+                    tool_message.name or names[call_id],
+                    content if type(content) is str else tool_message.text,
+                    tool_message.status == "error",
+                )
+            )
         found = detectors.ingest_results(s, results, self.config)
         # An error-loop or no-progress episode ends when a step's results no longer show it.
         episode = s["episode"]
@@ -236,14 +285,7 @@ class GuardEngine:
         return found
 
     def _add_usage(self, s: dict[str, Any], response: AIMessage, prompt: Sequence[BaseMessage]):
-        reported = response.usage_metadata
-        if reported and not self._costs:  # the common case: reported tokens, no pricing
-            inp = int(reported.get("input_tokens") or 0)
-            out = int(reported.get("output_tokens") or 0)
-            s["input_tokens"] += inp
-            s["output_tokens"] += out
-            s["tokens"] += inp + out
-            return
+        # Priced, or estimated; reported tokens without pricing are added by after_model.
         usage = budgets.usage_of(response, prompt, self.config)
         s["input_tokens"] += usage.input_tokens
         s["output_tokens"] += usage.output_tokens
@@ -256,28 +298,30 @@ class GuardEngine:
             else:
                 s["cost_usd"] += cost
 
-    def _analyse_calls(self, s: dict[str, Any], response: AIMessage) -> list[Detection]:
-        calls = response.tool_calls
-        if not calls:
-            return []
+    def _analyse_calls(
+        self, s: dict[str, Any], calls: list[dict[str, Any]]
+    ) -> list[Detection] | None:
         s["tool_calls"] += len(calls)
-        cfg = self.config
-        policies = cfg.tool_policies
-        keys = [
-            detectors.call_key(call["name"], call.get("args"))
-            for call in calls
-            if not (policies and (policy := policies.get(call["name"])) and policy.allow_repeat)
-        ]
+        policies = self.config.tool_policies
+        if policies:
+            keys = [
+                detectors.call_key(call["name"], call.get("args"))
+                for call in calls
+                if not ((policy := policies.get(call["name"])) and policy.allow_repeat)
+            ]
+        else:
+            keys = [detectors.call_key(call["name"], call.get("args")) for call in calls]
         recent = s["recent_calls"] + keys  # a new list: the previous state keeps its own
         if len(recent) > self._keep:
             del recent[: -self._keep]
         s["recent_calls"] = recent
-        found = []
-        if (hit := detectors.detect_repeat(recent, keys, cfg)) is not None:
-            found.append(hit)
-        if keys and (hit := detectors.detect_cycle(recent, cfg)) is not None:
-            found.append(hit)
-        return found
+        if not keys:
+            return None
+        repeat = detectors.detect_repeat(recent, keys, self.config)
+        cycle = detectors.detect_cycle(recent, self.config)
+        if repeat is None:
+            return None if cycle is None else [cycle]
+        return [repeat] if cycle is None else [repeat, cycle]
 
     def _on_detections(
         self,
@@ -404,9 +448,3 @@ def _working_copy(state: dict[str, Any] | None, now: float | None) -> dict[str, 
     if not state:
         return new_state(now=now)
     return dict(state)
-
-
-def _text(message: BaseMessage) -> str:
-    # .text walks content blocks; most tool results are a plain string already.
-    content = message.content
-    return content if isinstance(content, str) else message.text

@@ -4,36 +4,70 @@ The graph is rebuilt with the same nodes, edges and options, and three changes:
 
 * the state schema gains the guard's keys (``spanpoint_guard``, ``guard_terminated``,
   ``guard_reason``), so they exist even with a plain ``MessagesState``;
-* a ``spanpoint_guard.start`` node runs after ``START`` once per invocation with new input and
-  opens a new guarded run (fresh counters, the clock starts);
+* every invocation with new input opens a new guarded run (fresh counters, the clock
+  starts) in the graph's own input step: the compiled graph's ``START`` writes a
+  :func:`~spanpoint.guard.engine.run_start` value that the ``spanpoint_guard`` channel turns
+  into the new run's state. Opening a run costs no super-step of its own;
 * the agent node is wrapped (sync and async): the guard checks before it, hands it the
   reflection along with the history, and analyses the AI message it returns. The node's own
   update is extended, never duplicated, so reducer channels see each message once.
 
-Only TypedDict state schemas (``MessagesState`` and friends) are supported.
+Every node and conditional edge reads the state it read before; only the agent node also
+reads ``spanpoint_guard``. Only TypedDict state schemas (``MessagesState`` and friends) are
+supported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Sequence
-from typing import Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph._internal._runnable import RunnableCallable
+from langgraph.channels import LastValue
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
 from langgraph.types import Command
 from opentelemetry.metrics import MeterProvider
 from typing_extensions import is_typeddict
 
 from spanpoint.errors import ConfigurationError
 from spanpoint.guard.config import GuardConfig
-from spanpoint.guard.engine import STATE_KEY, Decision, GuardEngine, state_updates
+from spanpoint.guard.engine import (
+    REASON_KEY,
+    RUN_START,
+    STATE_KEY,
+    TERMINATED_KEY,
+    Decision,
+    GuardEngine,
+    opened,
+    run_start,
+)
 from spanpoint.guard.telemetry import GuardTelemetry
 
-START_NODE = "spanpoint_guard.start"
+
+class GuardStateChannel(LastValue):
+    """The ``spanpoint_guard`` channel: the last state written, or a new run's state.
+
+    A :func:`~spanpoint.guard.engine.run_start` value written by the graph's input step
+    becomes the state of a new run, numbered after the run it replaces.
+    """
+
+    __slots__ = ()
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:  # every super-step notifies every channel: keep that cheap
+            return False
+        if len(values) == 1 and type(value := values[0]) is dict and RUN_START in value:
+            values = (opened(self.get() if self.is_available() else None, value),)
+        return super().update(values)
+
+
+GuardState = Annotated[dict[str, Any] | None, GuardStateChannel]
 
 
 def guard_graph(
@@ -101,7 +135,7 @@ def with_guard_keys(schema: type) -> type:
     """A TypedDict extending ``schema`` with the guard's three state keys."""
 
     class Guarded(schema):  # type: ignore[misc, valid-type]
-        spanpoint_guard: NotRequired[dict[str, Any] | None]
+        spanpoint_guard: NotRequired[GuardState]
         guard_terminated: NotRequired[bool]
         guard_reason: NotRequired[str | None]
 
@@ -109,71 +143,139 @@ def with_guard_keys(schema: type) -> type:
     return Guarded
 
 
+def with_guard_state(schema: type) -> type:
+    """A TypedDict extending ``schema`` with the guard state alone: the agent node's input."""
+
+    class GuardInput(schema):  # type: ignore[misc, valid-type]
+        spanpoint_guard: NotRequired[GuardState]
+
+    GuardInput.__name__ = GuardInput.__qualname__ = f"GuardInput{schema.__name__}"
+    return GuardInput
+
+
+class GuardedStateGraph(StateGraph):
+    """A ``StateGraph`` whose compiled graphs open a new guarded run in their input step."""
+
+    _guard_start: ChannelWrite
+
+    def compile(self, *args: Any, **kwargs: Any) -> CompiledStateGraph:
+        compiled = super().compile(*args, **kwargs)
+        start = compiled.nodes[START]
+        compiled.nodes[START] = start.copy({"writers": [*start.writers, self._guard_start]})
+        return compiled
+
+
+def _start_writes(mode: str) -> ChannelWrite:
+    """The input step's writes: a new run, and the flags of a run that has not stopped."""
+
+    def writes(_input: Any) -> list[tuple[str, Any]]:
+        return [(STATE_KEY, run_start(mode)), (TERMINATED_KEY, False), (REASON_KEY, None)]
+
+    return ChannelWrite((ChannelWriteTupleEntry(mapper=writes),))
+
+
 def _rebuild(builder: StateGraph, engine: GuardEngine, agent: str, messages_key: str):
     schema = with_guard_keys(builder.state_schema)
-    new = StateGraph(
+    new = GuardedStateGraph(
         schema,
         context_schema=builder.context_schema,
         input_schema=builder.input_schema,
         output_schema=schema if builder.output_schema is builder.state_schema else None,
     )
+    new._guard_start = _start_writes(engine.config.mode)
     if builder.output_schema is not builder.state_schema:
         new.output_schema = builder.output_schema
         new._add_schema(builder.output_schema, allow_managed=False)
+    new._add_schema(builder.state_schema)
     for name, spec in builder.nodes.items():
         if name == agent:
-            node_schema = (
-                schema
-                if spec.input_schema is builder.state_schema
-                else with_guard_keys(spec.input_schema)
-            )
             spec = dataclasses.replace(
                 spec,
                 runnable=_wrap_agent(spec.runnable, engine, name, messages_key),
-                input_schema=node_schema,
+                input_schema=with_guard_state(spec.input_schema),
             )
         new.nodes[name] = spec
         # add_node() would register the node's input schema; copying the spec keeps every
         # node option (retry, cache, error handler, timeout) and needs the same registration.
         new._add_schema(spec.input_schema)
-    new.add_node(START_NODE, _start_node(engine), input_schema=schema)
-    new.edges = {(START_NODE if a == START else a, b) for a, b in builder.edges}
+    new.edges = set(builder.edges)
     new.waiting_edges = set(builder.waiting_edges)
     for source, branches in builder.branches.items():
-        new.branches[START_NODE if source == START else source] = dict(branches)
-        for branch in branches.values():
-            if branch.input_schema is not None:
-                new._add_schema(branch.input_schema)
-    new.add_edge(START, START_NODE)
+        # A branch without a schema reads its source node's input, or the state after
+        # START: name the original one, so that it reads what it read before.
+        node = builder.nodes.get(source)
+        default = node.input_schema if node is not None else builder.state_schema
+        new.branches[source] = {
+            key: branch._replace(input_schema=branch.input_schema or default)
+            for key, branch in branches.items()
+        }
+        for branch in new.branches[source].values():
+            new._add_schema(branch.input_schema)
     return new
 
 
-def _start_node(engine: GuardEngine) -> RunnableCallable:
-    def start(state: dict[str, Any]) -> dict[str, Any]:
-        return state_updates(engine.start_run(state.get(STATE_KEY)))
-
-    async def astart(state: dict[str, Any]) -> dict[str, Any]:
-        return start(state)
-
-    return RunnableCallable(start, astart, name=START_NODE, trace=False)
-
-
 def _wrap_agent(inner: Any, engine: GuardEngine, name: str, key: str) -> RunnableCallable:
-    def agent(state: dict[str, Any], config: RunnableConfig) -> Any:
+    call, acall, accepts = _agent_calls(inner)
+
+    def agent(state: dict[str, Any], config: RunnableConfig, **injected: Any) -> Any:
         before = engine.before_model(state.get(STATE_KEY), state[key])
         if before.stop:
             return {key: before.messages, **before.updates()}
         seen = _with_reflection(state, before, key)
-        return _after(engine, inner.invoke(seen, config), before, seen[key], key)
+        return _after(engine, call(seen, config, injected), before, seen[key], key)
 
-    async def aagent(state: dict[str, Any], config: RunnableConfig) -> Any:
+    async def aagent(state: dict[str, Any], config: RunnableConfig, **injected: Any) -> Any:
         before = engine.before_model(state.get(STATE_KEY), state[key])
         if before.stop:
             return {key: before.messages, **before.updates()}
         seen = _with_reflection(state, before, key)
-        return _after(engine, await inner.ainvoke(seen, config), before, seen[key], key)
+        return _after(engine, await acall(seen, config, injected), before, seen[key], key)
 
-    return RunnableCallable(agent, aagent, name=name, trace=False)
+    wrapper = RunnableCallable(agent, aagent, name=name, trace=False)
+    # The wrapper is handed what the agent's own function asks for (store, runtime, ...),
+    # and the config.
+    wrapper.func_accepts = {**accepts, "config": _CONFIG_ACCEPTED}
+    return wrapper
+
+
+#: How ``RunnableCallable`` records a function that takes ``config``.
+_CONFIG_ACCEPTED = ("N/A", inspect.Parameter.empty)
+
+
+def _agent_calls(inner: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """Calls of the agent node's own code, and the arguments it takes besides the state.
+
+    A plain function node (what ``add_node`` makes of a function) is called directly, with
+    the arguments LangGraph would inject; that spares a second ``RunnableCallable`` layer
+    per step. Anything else (a traced runnable, a chain) is invoked as a runnable.
+    """
+    if type(inner) is not RunnableCallable or inner.trace or inner.explode_args or inner.kwargs:
+
+        def invoke(state: Any, config: RunnableConfig, injected: dict[str, Any]) -> Any:
+            return inner.invoke(state, config)
+
+        async def ainvoke(state: Any, config: RunnableConfig, injected: dict[str, Any]) -> Any:
+            return await inner.ainvoke(state, config)
+
+        return invoke, ainvoke, {}
+    func, afunc, recurse = inner.func, inner.afunc, inner.recurse
+    with_config = "config" in inner.func_accepts
+
+    def call(state: Any, config: RunnableConfig, injected: dict[str, Any]) -> Any:
+        if func is None:  # async-only: LangGraph's own error
+            return inner.invoke(state, config)
+        out = func(state, config=config, **injected) if with_config else func(state, **injected)
+        return out.invoke(state, config) if recurse and isinstance(out, Runnable) else out
+
+    async def acall(state: Any, config: RunnableConfig, injected: dict[str, Any]) -> Any:
+        if afunc is None:  # sync-only: run in the loop, as RunnableCallable does
+            return call(state, config, injected)
+        out = await (
+            afunc(state, config=config, **injected) if with_config else afunc(state, **injected)
+        )
+        return await out.ainvoke(state, config) if recurse and isinstance(out, Runnable) else out
+
+    return call, acall, inner.func_accepts
 
 
 def _with_reflection(state: dict[str, Any], before: Decision, key: str) -> dict[str, Any]:
