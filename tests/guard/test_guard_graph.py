@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from guard_fakes import ScriptedModel, stuck_on_search
 from guard_support import Otel, Tools, assert_history_valid, kinds, make_graph_builder, thread
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -20,7 +21,7 @@ from pydantic import BaseModel
 
 from spanpoint import semconv
 from spanpoint.errors import ConfigurationError
-from spanpoint.guard import GuardConfig, guard_graph
+from spanpoint.guard import GuardConfig, compile_guarded_graph, guard_graph
 
 EXPECTED_TRIP = [
     "h",
@@ -186,6 +187,32 @@ def test_the_agent_node_gets_what_langgraph_injects(tools: Tools) -> None:
     out = graph.invoke({"messages": [("user", "q")]}, thread("x"), context={"k": 1})
     assert out["guard_reason"] == "tool_repeat"
     assert got and set(got) == {(True, True)}
+
+
+async def test_a_create_agent_agent_guarded_at_its_model_node(otel: Otel, tools: Tools) -> None:
+    search = tools.make("search")
+    agent = create_agent(
+        ScriptedModel(script=stuck_on_search), [search], checkpointer=InMemorySaver()
+    )
+    meters = otel.meter_provider
+    graph = guard_graph(agent, GuardConfig(), agent_node="model", meter_provider=meters)
+    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+        out = await graph.ainvoke({"messages": [("user", "q")]}, thread("agent"))
+
+    assert kinds(out["messages"]) == EXPECTED_TRIP
+    assert (out["guard_terminated"], out["guard_reason"]) == (True, "tool_repeat")
+    assert tools.count() == 3
+    assert_history_valid(out["messages"])
+    assert event_summary(otel) == EXPECTED_EVENTS
+
+    runner = compile_guarded_graph(
+        agent, GuardConfig(), checkpointer=InMemorySaver(), agent_node="model"
+    )
+    runner.invoke({"messages": [("user", "q")]}, thread("resumed"))
+    done = runner.resume(thread("resumed"), correction="The answer is in the first result.")
+    assert done["messages"][-1].text == "The answer is 42."
+    assert (done["guard_terminated"], done["guard_reason"]) == (False, None)
+    assert tools.count() == 6
 
 
 def test_agent_node_returning_a_command_is_routed_to_the_end_on_stop(tools: Tools) -> None:

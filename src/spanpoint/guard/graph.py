@@ -184,8 +184,10 @@ def _rebuild(builder: StateGraph, engine: GuardEngine, agent: str, messages_key:
     )
     new._guard_start = _start_writes(engine.config.mode)
     if builder.output_schema is not builder.state_schema:
-        new.output_schema = builder.output_schema
-        new._add_schema(builder.output_schema, allow_managed=False)
+        # An output schema of its own (create_agent's, or the user's) gets the guard's keys.
+        output = builder.output_schema
+        new.output_schema = with_guard_keys(output) if is_typeddict(output) else output
+        new._add_schema(new.output_schema, allow_managed=False)
     new._add_schema(builder.state_schema)
     for name, spec in builder.nodes.items():
         if name == agent:
@@ -287,13 +289,20 @@ def _with_reflection(state: dict[str, Any], before: Decision, key: str) -> dict[
 def _after(
     engine: GuardEngine, out: Any, before: Decision, prompt: Sequence[BaseMessage], key: str
 ) -> Any:
+    if isinstance(out, list | tuple):  # several updates (create_agent's model node: Commands)
+        for at in range(len(out) - 1, -1, -1):
+            part = out[at]
+            update = part.update if isinstance(part, Command) else part
+            if isinstance(update, dict) and key in update:
+                return [*out[:at], _after(engine, part, before, prompt, key), *out[at + 1 :]]
+        return [*out, _after(engine, {}, before, prompt, key)]
     update = out.update if isinstance(out, Command) else out
     if update is None:
         update = {}
     if not isinstance(update, dict):
         raise ConfigurationError(
-            f"guard_graph: the agent node must return a dict or a Command with a dict update, "
-            f"got {type(update).__name__} (for create_agent agents, use GuardMiddleware)"
+            f"guard_graph: the agent node must return a dict, a Command with a dict update, "
+            f"or a list of them; got {type(update).__name__}"
         )
     given = update.get(key, [])
     produced = (
