@@ -289,39 +289,59 @@ def _with_reflection(state: dict[str, Any], before: Decision, key: str) -> dict[
 def _after(
     engine: GuardEngine, out: Any, before: Decision, prompt: Sequence[BaseMessage], key: str
 ) -> Any:
-    if isinstance(out, list | tuple):  # several updates (create_agent's model node: Commands)
-        for at in range(len(out) - 1, -1, -1):
-            part = out[at]
-            update = part.update if isinstance(part, Command) else part
-            if isinstance(update, dict) and key in update:
-                return [*out[:at], _after(engine, part, before, prompt, key), *out[at + 1 :]]
-        return [*out, _after(engine, {}, before, prompt, key)]
-    update = out.update if isinstance(out, Command) else out
+    """The agent node's output with the guard's analysis of its answer folded in."""
+    if type(out) is dict:
+        update, command = out, None
+    elif isinstance(out, Command):
+        update, command = out.update, out
+    elif isinstance(out, list | tuple):  # several updates (create_agent's model node: Commands)
+        return _after_each(engine, out, before, prompt, key)
+    else:
+        update, command = out, None
     if update is None:
         update = {}
-    if not isinstance(update, dict):
+    elif not isinstance(update, dict):
         raise ConfigurationError(
             f"guard_graph: the agent node must return a dict, a Command with a dict update, "
             f"or a list of them; got {type(update).__name__}"
         )
-    given = update.get(key, [])
-    produced = (
-        given if isinstance(given, list) else list(given) if isinstance(given, tuple) else [given]
-    )
+    given = update.get(key, ())
+    if type(given) is list:
+        produced = given
+    else:
+        produced = list(given) if isinstance(given, tuple) else [given]
     answer = None
     for message in reversed(produced):
-        if isinstance(message, AIMessage):
+        if type(message) is AIMessage or isinstance(message, AIMessage):
             answer = message
             break
-    after = (
-        before if answer is None else engine.after_model(before.state, answer, prompt, owned=True)
-    )
-    extra = after.messages if answer is not None else []
+    if answer is None:
+        after, extra = before, []
+    else:
+        after = engine.after_model(before.state, answer, prompt, owned=True)
+        extra = after.messages
     # Only a stop changes the flags; other steps write the guard state alone.
-    merged = {**update, **(after.updates() if after.stop else {STATE_KEY: after.state})}
+    merged = {**update, **after.updates()} if after.stop else {**update, STATE_KEY: after.state}
     if before.messages or extra or (key in update and given is not produced):
         merged[key] = [*before.messages, *produced, *extra]
-    if not isinstance(out, Command):
+    if command is None:
         return merged
-    goto = END if after.stop and out.goto else out.goto
-    return dataclasses.replace(out, update=merged, goto=goto)
+    # Command(...) rather than dataclasses.replace: a third of the guard's glue otherwise.
+    return Command(
+        graph=command.graph,
+        update=merged,
+        resume=command.resume,
+        goto=END if after.stop and command.goto else command.goto,
+    )
+
+
+def _after_each(
+    engine: GuardEngine, out: list[Any] | tuple[Any, ...], before: Decision, prompt: Any, key: str
+) -> list[Any]:
+    """A list of updates: the guard extends the last one that carries the messages."""
+    for at in range(len(out) - 1, -1, -1):
+        part = out[at]
+        update = part.update if isinstance(part, Command) else part
+        if isinstance(update, dict) and key in update:
+            return [*out[:at], _after(engine, part, before, prompt, key), *out[at + 1 :]]
+    return [*out, _after(engine, {}, before, prompt, key)]
