@@ -1,5 +1,8 @@
 """``guard_graph``: the guard for hand-built agent ⇄ tools ``StateGraph``s.
 
+It also guards a ``create_agent`` agent at its model node (``agent_node="model"``), without
+the per-call cost LangChain charges any middleware.
+
 The graph is rebuilt with the same nodes, edges and options, and three changes:
 
 * the state schema gains the guard's keys (``spanpoint_guard``, ``guard_terminated``,
@@ -10,11 +13,12 @@ The graph is rebuilt with the same nodes, edges and options, and three changes:
   into the new run's state. Opening a run costs no super-step of its own;
 * the agent node is wrapped (sync and async): the guard checks before it, hands it the
   reflection along with the history, and analyses the AI message it returns. The node's own
-  update is extended, never duplicated, so reducer channels see each message once.
+  update (a dict, a ``Command``, or a list of them) is extended, never duplicated, so
+  reducer channels see each message once.
 
-Every node and conditional edge reads the state it read before; only the agent node also
-reads ``spanpoint_guard``. Only TypedDict state schemas (``MessagesState`` and friends) are
-supported.
+An output schema of the graph's own gains the guard's keys too. Every node and conditional
+edge reads the state it read before; only the agent node also reads ``spanpoint_guard``.
+Only TypedDict state schemas (``MessagesState`` and friends) are supported.
 """
 
 from __future__ import annotations
@@ -83,7 +87,8 @@ def guard_graph(
 
     A ``StateGraph`` builder gives a new (uncompiled) builder; a compiled graph gives a new
     compiled graph with the same checkpointer, store, cache, interrupts, name and config.
-    ``tools_node`` must exist: it is where a resumed run continues from.
+    ``tools_node`` must exist: it is where a resumed run continues from. For a
+    ``create_agent`` agent (built without ``GuardMiddleware``), pass ``agent_node="model"``.
     """
     builder = graph.builder if isinstance(graph, CompiledStateGraph) else graph
     if not isinstance(builder, StateGraph):
