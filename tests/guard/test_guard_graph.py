@@ -213,6 +213,8 @@ async def test_a_create_agent_agent_guarded_at_its_model_node(otel: Otel, tools:
     assert done["messages"][-1].text == "The answer is 42."
     assert (done["guard_terminated"], done["guard_reason"]) == (False, None)
     assert tools.count() == 6
+    with pytest.raises(ConfigurationError, match="a create_agent agent's is 'model'"):
+        guard_graph(agent)
 
 
 def test_agent_node_returning_a_command_is_routed_to_the_end_on_stop(tools: Tools) -> None:

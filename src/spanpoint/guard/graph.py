@@ -121,9 +121,11 @@ def _check_graph(builder: StateGraph, agent: str, tools: str, messages_key: str)
     for role, name in (("agent_node", agent), ("tools_node", tools)):
         if name not in builder.nodes:
             known = ", ".join(sorted(builder.nodes))
+            fix = f"pass {role}='<your node name>'"
+            if role == "agent_node" and "model" in builder.nodes:
+                fix += " (a create_agent agent's is 'model')"
             raise ConfigurationError(
-                f"guard_graph: {role}={name!r} is not a node of this graph (nodes: {known}); "
-                f"pass {role}='<your node name>'"
+                f"guard_graph: {role}={name!r} is not a node of this graph (nodes: {known}); " + fix
             )
     if not is_typeddict(builder.state_schema):
         raise ConfigurationError(
