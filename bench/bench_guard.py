@@ -36,7 +36,8 @@ the agent runs) and **repeated at once** (the same calls again, with warm CPU ca
 does nothing (what LangChain charges any such middleware), and for the hand-built graph
 **keys only**: the agent node itself keeps the guard's three state keys (a state copied and
 written each step, the flags once per run) and no check runs (the floor of any guard whose
-state lives in the graph state).
+state lives in the graph state), and **least check**: keys only plus the least per-step
+analysis a loop guard can do, written inline in the agent node (see :func:`least_check`).
 
 The fake model answers from the conversation (the number of AI turns so far) and never
 repeats a call, so the guard runs its full analysis every step without ever intervening.
@@ -52,9 +53,11 @@ import inspect
 import os
 import statistics
 import time
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import ormsgpack
 from langchain.agents import create_agent
 from langchain.agents.middleware.types import AgentMiddleware, ExtendedModelResponse
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -184,6 +187,7 @@ def graph_variants() -> dict[str, Any]:
         "plain": builder.compile(checkpointer=InMemorySaver()),
         "guarded": guard_graph(builder, config()).compile(checkpointer=InMemorySaver()),
         "keys only": keys_only(model),
+        "least check": least_check(model),
     }
 
 
@@ -203,6 +207,52 @@ def keys_only(model: TurnModel) -> Any:
             update.update(guard_terminated=False, guard_reason=None)
         return update
 
+    return _with_guard_keys_around(agent)
+
+
+def least_check(model: TurnModel) -> Any:
+    """Keys only, plus the least per-step analysis a loop guard can do, written inline.
+
+    Per step: the wall clock, a fingerprint of the last tool result against the seen ones
+    (no progress), the reported tokens, a key for each tool call (its arguments in sorted
+    msgpack, CRC-32) and its count in the recent window (tool repeat). No cycle or error-loop
+    detector, no budgets, episodes, reflections or span attributes: a floor, not a guard.
+    """
+
+    def agent(state: dict[str, Any]) -> dict[str, Any]:
+        history = state["messages"]
+        s = dict(state.get(STATE_KEY) or new_state())
+        s["wall_seconds"] = time.time() - s["segment_started_at"]
+        last = history[-1]
+        if type(last) is ToolMessage:
+            text = f"{last.name}\x00{last.content}".encode()
+            fingerprint = f",{zlib.crc32(text):08x}"
+            seen = s["seen_results"]
+            if fingerprint in seen:
+                s["no_progress_steps"] += 1
+            else:
+                s["no_progress_steps"] = 0
+                s["seen_results"] = (seen + fingerprint)[-1152:]
+        reply = model.invoke(history)
+        s["steps"] += 1
+        usage = reply.usage_metadata or {}
+        s["tokens"] += usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        for call in reply.tool_calls:
+            data = ormsgpack.packb(call["args"], option=ormsgpack.OPT_SORT_KEYS, default=str)
+            key = f"{call['name']}#{zlib.crc32(data):08x}"
+            recent = [*s["recent_calls"][-9:], key]
+            s["recent_calls"] = recent
+            s["repeats"] = recent.count(key)
+        update = {"messages": [reply], STATE_KEY: s}
+        if "guard_terminated" not in state:
+            update.update(guard_terminated=False, guard_reason=None)
+        return update
+
+    return _with_guard_keys_around(agent)
+
+
+def _with_guard_keys_around(agent: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """The bench's agent ⇄ tools graph over MessagesState with the guard's keys."""
     builder = StateGraph(with_guard_keys(MessagesState))
     builder.add_node("agent", agent)
     builder.add_node("tools", ToolNode([search]))
