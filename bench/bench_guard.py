@@ -70,6 +70,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
+from opentelemetry import trace
 
 from spanpoint.guard import GuardConfig, GuardMiddleware, guard_graph
 from spanpoint.guard.engine import STATE_KEY, GuardEngine, new_state, state_updates
@@ -215,8 +216,9 @@ def least_check(model: TurnModel) -> Any:
 
     Per step: the wall clock, a fingerprint of the last tool result against the seen ones
     (no progress), the reported tokens, a key for each tool call (its arguments in sorted
-    msgpack, CRC-32) and its count in the recent window (tool repeat). No cycle or error-loop
-    detector, no budgets, episodes, reflections or span attributes: a floor, not a guard.
+    msgpack, CRC-32) and its count in the recent window (tool repeat), a step budget, and the
+    current span, to which a guard adds its view (nothing records here). No cycle or
+    error-loop detector, no episodes or reflections: a floor, not a guard.
     """
 
     def agent(state: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +245,11 @@ def least_check(model: TurnModel) -> Any:
             recent = [*s["recent_calls"][-9:], key]
             s["recent_calls"] = recent
             s["repeats"] = recent.count(key)
+        if s["steps"] > 10_000:  # the step budget
+            raise RuntimeError("over budget")
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attribute("spanpoint.guard.step", s["steps"])
         update = {"messages": [reply], STATE_KEY: s}
         if "guard_terminated" not in state:
             update.update(guard_terminated=False, guard_reason=None)
