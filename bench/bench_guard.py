@@ -178,12 +178,7 @@ def graph_variants() -> dict[str, Any]:
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 
-    builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([search]))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
+    builder = agent_graph(MessagesState, agent)
     return {
         "plain": builder.compile(checkpointer=InMemorySaver()),
         "guarded": guard_graph(builder, config()).compile(checkpointer=InMemorySaver()),
@@ -208,7 +203,7 @@ def keys_only(model: TurnModel) -> Any:
             update.update(guard_terminated=False, guard_reason=None)
         return update
 
-    return _with_guard_keys_around(agent)
+    return agent_graph(with_guard_keys(MessagesState), agent).compile(checkpointer=InMemorySaver())
 
 
 def least_check(model: TurnModel) -> Any:
@@ -255,18 +250,18 @@ def least_check(model: TurnModel) -> Any:
             update.update(guard_terminated=False, guard_reason=None)
         return update
 
-    return _with_guard_keys_around(agent)
+    return agent_graph(with_guard_keys(MessagesState), agent).compile(checkpointer=InMemorySaver())
 
 
-def _with_guard_keys_around(agent: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
-    """The bench's agent ⇄ tools graph over MessagesState with the guard's keys."""
-    builder = StateGraph(with_guard_keys(MessagesState))
+def agent_graph(schema: type, agent: Callable[[Any], dict[str, Any]]) -> StateGraph:
+    """The bench's hand-built agent ⇄ tools graph over ``schema``."""
+    builder = StateGraph(schema)
     builder.add_node("agent", agent)
     builder.add_node("tools", ToolNode([search]))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=InMemorySaver())
+    return builder
 
 
 INPUT = {"messages": [("user", "go")]}
