@@ -24,7 +24,6 @@ Only TypedDict state schemas (``MessagesState`` and friends) are supported.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Sequence
 from typing import Annotated, Any, NotRequired
 
@@ -241,14 +240,10 @@ def _wrap_agent(inner: Any, engine: GuardEngine, name: str, key: str) -> Runnabl
         return _after(engine, await acall(seen, config, injected), before, seen[key], key)
 
     wrapper = RunnableCallable(agent, aagent, name=name, trace=False)
-    # The wrapper is handed what the agent's own function asks for (store, runtime, ...),
-    # and the config.
-    wrapper.func_accepts = {**accepts, "config": _CONFIG_ACCEPTED}
+    # The wrapper is handed the config (RunnableCallable saw it in its signature) and what
+    # the agent's own function asks for besides (store, runtime, ...).
+    wrapper.func_accepts = {**accepts, **wrapper.func_accepts}
     return wrapper
-
-
-#: How ``RunnableCallable`` records a function that takes ``config``.
-_CONFIG_ACCEPTED = ("N/A", inspect.Parameter.empty)
 
 
 def _agent_calls(inner: Any) -> tuple[Any, Any, dict[str, Any]]:
