@@ -8,7 +8,9 @@ when it ends, and message content only when the capture policy opts in.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,9 +79,11 @@ def model_call_attributes(
     capture: CapturePolicy,
     messages: Sequence[BaseMessage] | None = None,
     system_message: BaseMessage | None = None,
+    tools: Sequence[Any] | None = None,
 ) -> dict[str, AttributeValue]:
     """The start attributes of a ``chat {model}`` span (the middleware's and the zero-code
-    patches' alike): GenAI request attributes, and the messages only when capture opts in."""
+    patches' alike): GenAI request attributes, and the messages, system instructions and tool
+    definitions only when capture opts in."""
     attrs: dict[str, AttributeValue] = {
         semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
         semconv.GEN_AI_PROVIDER_NAME: provider,
@@ -91,11 +95,18 @@ def model_call_attributes(
     ):
         if isinstance(ls_params.get(key), int | float):
             attrs[attr] = ls_params[key]
-    if capture.content_on_spans and messages is not None:
-        attrs[semconv.GEN_AI_INPUT_MESSAGES] = capture.to_json(genai_messages(messages))
+    if capture.content_on_spans:
+        if messages is not None:
+            attrs[semconv.GEN_AI_INPUT_MESSAGES] = messages_json(
+                genai_messages(messages, capture), capture
+            )
         if system_message is not None:
-            attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = capture.to_json(
-                [{"type": "text", "content": system_message.content}]
+            attrs[semconv.GEN_AI_SYSTEM_INSTRUCTIONS] = messages_json(
+                content_parts(system_message.content, capture), capture
+            )
+        if tools:
+            attrs[semconv.GEN_AI_TOOL_DEFINITIONS] = messages_json(
+                tool_definitions(tools, capture), capture
             )
     return attrs
 
@@ -162,7 +173,11 @@ def describe_model_response(
         attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
     if capture.content_on_spans:
-        attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = capture.to_json(genai_messages([ai]))
+        (message,) = genai_messages([ai], capture)
+        # Required by the output-messages schema: without it viewers (Phoenix) reject the
+        # whole list. The provider's own word stays in gen_ai.response.finish_reasons.
+        message["finish_reason"] = finish_reason(reason, ai)
+        attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = messages_json([message], capture)
     return attrs
 
 
@@ -181,29 +196,144 @@ def describe_tool_result(result: Any, capture: CapturePolicy) -> dict[str, Attri
     return attrs
 
 
-def genai_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """Messages in the GenAI conventions' JSON shape (role and parts), for opt-in capture."""
+#: Provider finish reasons mapped to the GenAI ``FinishReason`` values (OpenAI, Anthropic,
+#: Gemini, Bedrock spellings); anything else is kept as the provider said it.
+_FINISH_REASONS = {
+    "stop": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "complete": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "tool_calls": "tool_call",
+    "tool_use": "tool_call",
+    "function_call": "tool_call",
+    "content_filter": "content_filter",
+    "safety": "content_filter",
+    "error": "error",
+}
+
+
+def finish_reason(reason: Any, message: AIMessage) -> str:
+    """The GenAI finish reason of a reply: the provider's mapped to the conventions' values,
+    else what the reply shows (tool calls asked for, or text that ended)."""
+    if reason:
+        text = str(reason)
+        return _FINISH_REASONS.get(text.lower(), text)
+    return "tool_call" if message.tool_calls else "stop"
+
+
+def genai_messages(
+    messages: Sequence[BaseMessage], capture: CapturePolicy
+) -> list[dict[str, Any]]:
+    """Messages in the GenAI conventions' JSON shape (role and typed parts), for opt-in
+    capture: each text redacted and bounded on its own, so the list stays valid JSON."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        parts: list[dict[str, Any]] = []
+        parts: list[dict[str, Any]]
         if isinstance(message, ToolMessage):
-            parts.append(
+            parts = [
                 {
                     "type": "tool_call_response",
-                    "id": message.tool_call_id,
-                    "response": message.content,
+                    "id": str(message.tool_call_id),
+                    "response": capture.redact(message.content),
                 }
-            )
-        elif message.content:
-            parts.append({"type": "text", "content": message.content})
+            ]
+        else:
+            parts = content_parts(message.content, capture)
         for call in getattr(message, "tool_calls", None) or ():
             parts.append(
                 {
                     "type": "tool_call",
                     "id": call.get("id"),
-                    "name": call.get("name"),
-                    "arguments": call.get("args"),
+                    "name": str(call.get("name") or "tool"),
+                    "arguments": capture.redact(call.get("args")),
                 }
             )
         out.append({"role": _ROLES.get(message.type, message.type), "parts": parts})
     return out
+
+
+def content_parts(content: Any, capture: CapturePolicy) -> list[dict[str, Any]]:
+    """A message's content (text, or LangChain's list of content blocks) as GenAI parts."""
+    if isinstance(content, str):
+        return [_text_part(content, capture)] if content else []
+    parts: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            parts.append(_text_part(block, capture))
+            continue
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            parts.append(_text_part(str(block.get("text", "")), capture))
+        elif kind in ("reasoning", "thinking"):
+            text = block.get("reasoning") or block.get("thinking") or block.get("text") or ""
+            parts.append({"type": "reasoning", "content": _bounded(str(text), capture)})
+        elif kind in ("tool_use", "tool_call", "function_call"):
+            continue  # the message's tool_calls carry these as tool_call parts
+        else:  # images, files, provider blocks: named, not captured
+            name = kind or type(block).__name__
+            parts.append(_text_part(f"[{name} content not captured]", capture))
+    return parts
+
+
+def _text_part(text: str, capture: CapturePolicy) -> dict[str, Any]:
+    return {"type": "text", "content": _bounded(text, capture)}
+
+
+def _bounded(text: str, capture: CapturePolicy) -> str:
+    return truncate(redact_text(text), capture.max_bytes)
+
+
+def tool_definitions(tools: Sequence[Any], capture: CapturePolicy) -> list[dict[str, Any]]:
+    """The tools offered to the model, in the shape of ``gen_ai.tool.definitions``."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, BaseTool):
+            definition: dict[str, Any] = {"type": "function", "name": tool.name}
+            if tool.description:
+                definition["description"] = _bounded_text(tool.description, capture.max_bytes)
+            # A tool without a pydantic schema is still named, without its parameters.
+            with contextlib.suppress(Exception):
+                schema = tool.tool_call_schema.model_json_schema()  # type: ignore[union-attr]
+                definition["parameters"] = capture.redact(schema)
+            out.append(definition)
+        elif isinstance(tool, Mapping):
+            out.append({"type": str(tool.get("type") or "function"), "name": tool_name(dict(tool))})
+    return out
+
+
+def messages_json(items: list[dict[str, Any]], capture: CapturePolicy) -> str:
+    """``items`` as compact JSON within ``capture.max_bytes`` that still parses.
+
+    Cutting the JSON text (``CapturePolicy.to_json``) would leave an invalid document that
+    viewers reject whole; instead the oldest items go first (the latest turn matters most),
+    then the texts are shortened.
+    """
+    text = _dumps(items)
+    while len(text.encode()) > capture.max_bytes and len(items) > 1:
+        items = items[1:]
+        text = _dumps(items)
+    budget = capture.max_bytes // 2
+    while len(text.encode()) > capture.max_bytes and budget >= 32:
+        text = _dumps([_shorten(item, budget) for item in items])
+        budget //= 2
+    return text
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+_CONTENT_KEYS = frozenset({"content", "response", "arguments", "description", "parameters"})
+
+
+def _shorten(value: Any, budget: int, inside: bool = False) -> Any:
+    """``value`` with every string under a content key cut to ``budget`` bytes."""
+    if isinstance(value, str):
+        return truncate(value, budget) if inside else value
+    if isinstance(value, Mapping):
+        return {k: _shorten(v, budget, inside or k in _CONTENT_KEYS) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shorten(v, budget, inside) for v in value]
+    return value

@@ -185,7 +185,13 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         capture = self.capture
         provider, model_name, ls_params = model_info(request.model)
         attrs = model_call_attributes(
-            provider, model_name, ls_params, capture, request.messages, request.system_message
+            provider,
+            model_name,
+            ls_params,
+            capture,
+            request.messages,
+            request.system_message,
+            request.tools,
         )
         checkpoint = run_id is not None and mode == "checkpoint"
         if not checkpoint:

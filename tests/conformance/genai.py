@@ -9,13 +9,17 @@ execute_tool operations).
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
+from referencing import Registry, Resource
 
 from spanpoint import semconv
 
@@ -36,15 +40,55 @@ def _str_array(v: Any) -> bool:
     return isinstance(v, tuple | list) and all(isinstance(x, str) for x in v)
 
 
-def _messages_json(v: Any) -> bool:
+SCHEMAS = Path(__file__).parent / "schemas"
+
+#: The JSON Schema each content attribute's value must satisfy (tests/conformance/schemas).
+MESSAGE_SCHEMAS = {
+    semconv.GEN_AI_INPUT_MESSAGES: "gen-ai-input-messages.json",
+    semconv.GEN_AI_OUTPUT_MESSAGES: "gen-ai-output-messages.json",
+    semconv.GEN_AI_SYSTEM_INSTRUCTIONS: "gen-ai-system-instructions.json",
+    semconv.GEN_AI_TOOL_DEFINITIONS: "gen-ai-tool-definitions.json",
+}
+
+
+@functools.cache
+def _validator(file: str) -> jsonschema.protocols.Validator:
+    resources = []
+    for path in SCHEMAS.glob("*.json"):
+        schema = json.loads(path.read_text())
+        resources.append((schema["$id"], Resource.from_contents(schema)))
+    schema = json.loads((SCHEMAS / file).read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, registry=Registry().with_resources(resources))
+
+
+def message_schema_errors(key: str, value: Any) -> list[str]:
+    """Why ``value`` is not a valid ``key`` attribute (JSON text) by its GenAI schema."""
     try:
-        messages = json.loads(v)
-    except (TypeError, ValueError):
-        return False
-    return isinstance(messages, list) and all(
-        isinstance(m, dict) and _str(m.get("role")) and isinstance(m.get("parts"), list)
-        for m in messages
-    )
+        document = json.loads(value)
+    except (TypeError, ValueError) as exc:
+        return [f"{key} is not JSON: {exc}"]
+    return [
+        f"{key}{''.join(f'[{p!r}]' for p in error.absolute_path)}: {error.message}"
+        for error in _validator(MESSAGE_SCHEMAS[key]).iter_errors(document)
+    ]
+
+
+def message_violations(span: ReadableSpan) -> list[str]:
+    """Every GenAI message attribute of ``span`` and of its events checked by its schema."""
+    sources: list[tuple[str, Mapping[str, Any]]] = [(span.name, span.attributes or {})]
+    sources += [(f"{span.name} event {e.name}", e.attributes or {}) for e in span.events]
+    return [
+        f"{where}: {problem}"
+        for where, attrs in sources
+        for key in MESSAGE_SCHEMAS.keys() & attrs.keys()
+        for problem in message_schema_errors(key, attrs[key])
+    ]
+
+
+def _messages_json(v: Any) -> bool:
+    return _json(v)  # the structure is checked by message_violations, against the schemas
 
 
 def _json(v: Any) -> bool:
@@ -84,6 +128,7 @@ CHAT = Operation(
         semconv.GEN_AI_INPUT_MESSAGES: _messages_json,
         semconv.GEN_AI_OUTPUT_MESSAGES: _messages_json,
         semconv.GEN_AI_SYSTEM_INSTRUCTIONS: _json,
+        semconv.GEN_AI_TOOL_DEFINITIONS: _json,
         semconv.GEN_AI_REQUEST_TEMPERATURE: _num,
         semconv.GEN_AI_REQUEST_MAX_TOKENS: _int,
         semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: _num,
@@ -146,6 +191,7 @@ CONTENT_ATTRIBUTES = frozenset(
         semconv.GEN_AI_INPUT_MESSAGES,
         semconv.GEN_AI_OUTPUT_MESSAGES,
         semconv.GEN_AI_SYSTEM_INSTRUCTIONS,
+        semconv.GEN_AI_TOOL_DEFINITIONS,
         semconv.GEN_AI_TOOL_CALL_ARGUMENTS,
         semconv.GEN_AI_TOOL_CALL_RESULT,
     }
@@ -182,6 +228,7 @@ def violations(span: ReadableSpan, *, content: bool = False) -> list[str]:
         )
     if span.status.status_code is StatusCode.ERROR and semconv.ERROR_TYPE not in attrs:
         problems.append(f"{span.name}: failed span without error.type")
+    problems.extend(message_violations(span))
     return problems
 
 
