@@ -175,3 +175,23 @@ EVENT_GUARD_REFLECTION: Final = "spanpoint.guard.reflection"
 EVENT_GUARD_RECOVERED: Final = "spanpoint.guard.recovered"
 EVENT_GUARD_TERMINATED: Final = "spanpoint.guard.terminated"
 EVENT_GUARD_RESUMED: Final = "spanpoint.guard.resumed"
+
+# --- issue 19: looks right where users look (viewers) ---------------------------------
+# Opt-in content: the tools offered to a model (GenAI conventions, gen-ai-tool-definitions).
+GEN_AI_TOOL_DEFINITIONS: Final = _gen_ai.GEN_AI_TOOL_DEFINITIONS
+# A replayed span names its original as attributes too: trace viewers (Phoenix, Grafana's
+# trace list) drop span links, so the link alone leads nowhere. Equal to the link's ids.
+REPLAY_ORIGINAL_TRACE_ID: Final = "spanpoint.replay.original.trace_id"
+REPLAY_ORIGINAL_SPAN_ID: Final = "spanpoint.replay.original.span_id"
+# The run's root span is a GenAI workflow span ("invoke_workflow {run name}"); this marks
+# it as spanpoint's run root so it can be found whatever the run is called.
+RUN_ROOT: Final = "spanpoint.run.root"
+# Agent lifecycle attributes proposed in open-telemetry/semantic-conventions-genai #445
+# (beside the gen_ai.agent.paused / resumed / checkpointed events above).
+GEN_AI_AGENT_PAUSE_ID: Final = "gen_ai.agent.pause.id"
+GEN_AI_AGENT_PAUSE_REASON: Final = "gen_ai.agent.pause.reason"
+GEN_AI_AGENT_RESUMED_FROM_TYPE: Final = "gen_ai.agent.resumed_from.type"
+GEN_AI_AGENT_RESUMED_FROM_ID: Final = "gen_ai.agent.resumed_from.id"
+# Values of gen_ai.agent.pause.reason and gen_ai.agent.resumed_from.type (#445's enums).
+PAUSE_REASON_HUMAN_INPUT: Final = "human_input"
+RESUMED_FROM_PAUSE: Final = "pause"
