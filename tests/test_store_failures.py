@@ -102,7 +102,7 @@ def test_a_corrupted_row_executes_instead_of_replaying(
     with caplog.at_level(logging.WARNING, logger="spanpoint"), spanpoint.run("c") as run:
         assert work(1) == 2
     assert executed == [1, 1]
-    assert any("unreadable" in w for w in run.warnings)
+    assert any("corrupted" in w for w in run.warnings)
 
     with sqlite3.connect(store.path) as conn:
         conn.execute("UPDATE checkpoints SET output = 'text, not a blob'")

@@ -36,7 +36,7 @@ from spanpoint.errors import (
     StoreUnavailableError,
 )
 from spanpoint.run import Frame, RunScope, current_frame, current_run, pop_frame, push_frame
-from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim, execution_owner_id
 
 T = TypeVar("T")
 
@@ -91,6 +91,7 @@ class _Call:
         "ordinal",
         "parent",
         "path",
+        "owner",
         "scope",
         "spec",
         "tracer",
@@ -105,6 +106,7 @@ class _Call:
         self.claimed = False
         self.holder: Claim | None = None
         self.key = ""
+        self.owner = ""  # this execution's lease owner, made at the first claim
         self.ordinal = 0
         parent_path = self.parent.path if self.parent else ""
         self.path = f"{parent_path}/{spec.name}" if parent_path else spec.name
@@ -135,7 +137,10 @@ class _Call:
             # On a run's first attempt nothing is committed yet (unless a concurrent worker got
             # there first, which the claim still detects): the lease can come first.
             claim: Claim = scope.store.claim(
-                self.key, scope.owner, scope.lease_ttl_s, fresh=scope.attempt == 1
+                self.key, owner, scope.lease_ttl_s, fresh=scope.attempt == 1
+            # The lease belongs to this execution, not to the process: another thread or task
+            # of this process claiming the same key waits for this one's commit.
+            owner = self.owner = self.owner or execution_owner_id()
             )
         except StoreError as exc:  # invariant 5: a failed read means "execute"
             if isinstance(exc, StoreUnavailableError) and (
@@ -153,6 +158,10 @@ class _Call:
             self.claimed = True
             return _MISSING
         self.holder = claim
+            if claim.error is not None:
+                # A committed row failed its integrity check: execute again, never replay it.
+                self.spec.attributes[semconv.CHECKPOINT_INTEGRITY_ERROR] = claim.error
+                scope.warn(f"checkpoint of {self.path!r} is corrupted, executing: {claim.error}")
         return _HELD
 
     def wait(self) -> Generator[float, None, Any]:
@@ -312,7 +321,7 @@ class _Execution:
                     ended_at_ns=time.time_ns(),
                     view=call.spec.view,
                 )
-                owner = scope.owner if call.claimed else None
+                owner = call.owner if call.claimed else None
                 self.staged = processor.StagedOutput(scope.store, checkpoint, owner)
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
         span.set_status(_OK)
@@ -342,7 +351,7 @@ class _Execution:
             return
         if call.claimed:
             try:
-                scope.store.release(call.key, scope.owner)
+                scope.store.release(call.key, call.owner)
             except StoreError as err:
                 scope.warn(f"could not release the lease of {call.path!r}: {err}")
         if control_flow:
@@ -382,7 +391,7 @@ class _Execution:
         if scope is None or not call.claimed:
             return
         try:
-            scope.store.release(call.key, scope.owner)
+            scope.store.release(call.key, call.owner)
         except StoreError as err:
             scope.warn(f"could not release the lease of {call.path!r}: {err}")
 

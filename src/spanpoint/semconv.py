@@ -93,6 +93,9 @@ STRATEGY: Final = "spanpoint.strategy"
 STATUS: Final = "spanpoint.status"
 SERIALIZATION_ERROR: Final = "spanpoint.serialization.error"
 STORE_ERROR: Final = "spanpoint.store.error"
+#: Set on an executed boundary span when its committed checkpoint failed its integrity check
+#: (sha256 mismatch, or a column of the wrong type): the body ran again instead of a replay.
+CHECKPOINT_INTEGRITY_ERROR: Final = "spanpoint.checkpoint.integrity_error"
 WARNINGS: Final = "spanpoint.warnings"
 # Model/tool calls (middleware): a call's CallCheckpointPolicy mode when it is not
 # "checkpoint", and what kind of value a tool returned ("command" for a LangGraph Command).

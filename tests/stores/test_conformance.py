@@ -359,8 +359,14 @@ def test_a_corrupted_row_is_an_error_naming_the_store_never_a_wrong_replay(
     for key in ("k1", "k2"):
         with pytest.raises(CorruptCheckpointError, match=store.description.split(":")[0]):
             store.get(key)
-        with pytest.raises(StoreError):
-            store.claim(key, "host-a:1:aaa", 30.0)
+        # A claim never replays it: the row becomes the claimer's lease, with the reason.
+        claim = store.claim(key, "host-a:1:aaa", 30.0)
+        assert (claim.state, claim.checkpoint, claim.owner) == ("acquired", None, "host-a:1:aaa")
+        assert claim.error and "corrupt" in claim.error
+        assert store.claim(key, "host-b:2:bbb", 30.0).state == "held"
+        # ...and the re-execution's commit replaces the corrupted row.
+        assert store.put(cp(key, output=b'"again"'), owner="host-a:1:aaa") is True
+        assert store.get(key) == cp(key, output=b'"again"')
     store.put(cp("k3"))
     assert store.get("k3") == cp("k3")
 

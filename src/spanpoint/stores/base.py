@@ -8,6 +8,8 @@ short leases that make a boundary single-flight across workers. Every implementa
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import os
 import socket
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from spanpoint.errors import CorruptCheckpointError
 from spanpoint.serde import json_text
 
 RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted"]
@@ -52,6 +55,54 @@ class Checkpoint:
             f"Checkpoint(run_id={self.run_id!r}, path={self.path!r}, ordinal={self.ordinal}, "
             f"kind={self.kind!r}, key={self.key[:12]}…, {len(self.output)} bytes)"
         )
+
+
+def checkpoint_digest(
+    key: str, run_id: str, path: str, kind: str, ordinal: int, output_type: str, output: bytes
+) -> str:
+    """The sha256 (hex) a committed row carries over what a replay depends on.
+
+    It covers the output and its type tag, and the identity columns a replay is looked up and
+    named by (key, run id, path, ordinal, kind). Each text is length-prefixed, so no two
+    different rows hash the same bytes. Stores hash bytes and strings only: they know nothing
+    of the serializer. A digest detects corruption (a flipped bit, a torn write, a hand-edited
+    row); it is no signature: whoever can write a row can also write its digest.
+    """
+    h = hashlib.sha256()
+    for text in (key, run_id, path, kind, str(ordinal), output_type):
+        data = text.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(4, "big"))
+        h.update(data)
+    h.update(output)
+    return h.hexdigest()
+
+
+def digest_of(cp: Checkpoint) -> str:
+    """:func:`checkpoint_digest` of a checkpoint about to be committed."""
+    return checkpoint_digest(
+        cp.key, cp.run_id, cp.path, cp.kind, cp.ordinal, cp.output_type, cp.output
+    )
+
+
+def verify_checkpoint(cp: Checkpoint, digest: str | None, store: str) -> Checkpoint:
+    """``cp`` when its stored ``digest`` matches; :class:`CorruptCheckpointError` otherwise.
+
+    A row without a digest was committed before digests existed (schema migration): it reads
+    as before (docs/design-notes.md, "Integrity digests").
+    """
+    if digest is None:
+        return cp
+    try:
+        actual = digest_of(cp)
+    except (TypeError, AttributeError, UnicodeError) as exc:  # a column of the wrong type
+        actual = f"<unhashable: {exc}>"
+    if actual != digest:
+        raise CorruptCheckpointError(
+            f"{store}: checkpoint {str(cp.key)[:12]}… of {cp.path!r} failed its integrity "
+            "check (its sha256 does not match the row's output, type tag or identity); the "
+            "boundary executes again and re-commits it"
+        )
+    return cp
 
 
 def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
@@ -167,13 +218,16 @@ class Claim:
 
     ``committed``: the boundary is done, ``checkpoint`` holds it. ``acquired``: this worker
     holds the lease and must execute. ``held``: another live worker holds it until
-    ``expires_at`` (epoch seconds).
+    ``expires_at`` (epoch seconds). ``error``: set with ``acquired`` when the committed row
+    failed its integrity check; the store turned it back into a lease, so the boundary
+    executes again and its commit replaces the corrupted row.
     """
 
     state: ClaimState
     checkpoint: Checkpoint | None = None
     owner: str | None = None
     expires_at: float | None = None
+    error: str | None = None
 
 
 def _pid_namespace() -> str:
@@ -201,16 +255,31 @@ _PROCESS_OWNER: tuple[int, str] | None = None
 
 
 def process_owner_id() -> str:
-    """This process's lease owner id (a new one after a fork).
+    """This process's owner id (a new one after a fork), the prefix of its executions' ids.
 
-    Leases belong to processes, not to run attempts: an attempt that failed in this process
-    must not leave a lease that the next attempt in the same process has to wait out.
+    A lease is held by one execution (:func:`execution_owner_id`); this id names the process
+    those executions run in, so that a lease of a dead process can be taken at once.
     """
     global _PROCESS_OWNER
     pid = os.getpid()
     if _PROCESS_OWNER is None or _PROCESS_OWNER[0] != pid:
         _PROCESS_OWNER = (pid, new_owner_id())
     return _PROCESS_OWNER[1]
+
+
+_EXECUTIONS = itertools.count(1)
+
+
+def execution_owner_id() -> str:
+    """A lease owner id for one execution of one boundary: ``process_owner_id().N``.
+
+    Leases belong to executions, not processes: two threads (or tasks, or pool workers) of
+    one process that claim the same boundary are two owners, so the second waits for the
+    first one's commit instead of being granted the lease again. The process part still lets
+    another local process see that the owner died (:func:`owner_is_dead_here`).
+    """
+    # next() on itertools.count is atomic under the GIL: threads never share a number.
+    return f"{process_owner_id()}.{next(_EXECUTIONS)}"
 
 
 def owner_is_dead_here(owner: str) -> bool:

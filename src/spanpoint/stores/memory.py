@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from spanpoint.errors import CorruptCheckpointError
 from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
@@ -15,7 +16,9 @@ from spanpoint.stores.base import (
     RunRecord,
     RunStatus,
     WaitRecord,
+    digest_of,
     owner_is_dead_here,
+    verify_checkpoint,
 )
 
 
@@ -28,6 +31,9 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._runs: dict[str, RunRecord] = {}
         self._checkpoints: dict[str, Checkpoint] = {}
+        # The digest each checkpoint had when committed, checked on every read that replays:
+        # the same contract as the stores on disk, where a row can rot.
+        self._digests: dict[str, str] = {}
         self._journal: dict[str, list[BoundaryRecord]] = {}
         self._waits: dict[tuple[str, str], WaitRecord] = {}
         self._leases: dict[str, tuple[str, float]] = {}
@@ -62,13 +68,22 @@ class MemoryStore:
             self._journal.setdefault(run_id, []).extend(journal)
 
     def get(self, key: str) -> Checkpoint | None:
-        return self._checkpoints.get(key)
+        done = self._checkpoints.get(key)
+        return None if done is None else verify_checkpoint(done, self._digests.get(key), "memory")
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
         now = time.time()
         with self._lock:
             done = self._checkpoints.get(key)
             if done is not None:
+                try:
+                    verify_checkpoint(done, self._digests.get(key), "memory")
+                except CorruptCheckpointError as exc:
+                    # Never a replay: drop the row and take the lease, so the boundary executes
+                    # again and its commit replaces it.
+                    self._drop(key)
+                    self._leases[key] = (owner, now + ttl_s)
+                    return Claim("acquired", owner=owner, expires_at=now + ttl_s, error=str(exc))
                 return Claim("committed", checkpoint=done)
             held = self._leases.get(key)
             if held and held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
@@ -88,10 +103,19 @@ class MemoryStore:
             if checkpoint.key in self._checkpoints:
                 return False
             self._checkpoints[checkpoint.key] = checkpoint
+            self._digests[checkpoint.key] = digest_of(checkpoint)
             run = self._runs.get(checkpoint.run_id)
             if run is not None:
                 self._runs[checkpoint.run_id] = replace(run, committed=run.committed + 1)
             return True
+
+    def _drop(self, key: str) -> None:
+        """Forget a committed checkpoint (lock held)."""
+        cp = self._checkpoints.pop(key)
+        self._digests.pop(key, None)
+        run = self._runs.get(cp.run_id)
+        if run is not None:
+            self._runs[cp.run_id] = replace(run, committed=max(0, run.committed - 1))
 
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
@@ -147,6 +171,7 @@ class MemoryStore:
                 del self._runs[run_id]
                 self._journal.pop(run_id, None)
             self._checkpoints = {k: c for k, c in self._checkpoints.items() if c.run_id not in old}
+            self._digests = {k: d for k, d in self._digests.items() if k in self._checkpoints}
             self._waits = {k: w for k, w in self._waits.items() if k[0] not in old}
             # Leases of workers that died and whose boundary never ran again: no run owns them.
             self._leases = {k: v for k, v in self._leases.items() if v[1] >= cutoff}

@@ -35,9 +35,11 @@ from spanpoint.stores.base import (
     RunStatus,
     WaitRecord,
     checkpoint_row,
+    digest_of,
     journal_row,
     json_or_none,
     owner_is_dead_here,
+    verify_checkpoint,
     wait_from_row,
 )
 from spanpoint.stores.heartbeat import Held, LeaseHeartbeat
@@ -47,8 +49,10 @@ from spanpoint.stores.postgres_sql import (
     EPOCH,
     MIGRATIONS,
     PUT,
+    READ_COLS,
     RUN_SELECT,
     SCHEMA_VERSION,
+    TAKE_CORRUPT,
     WAIT_COLS,
 )
 
@@ -218,10 +222,14 @@ class PostgresStore:
     def get(self, key: str) -> Checkpoint | None:
         rows = self._fetchall(
             "get",
-            f"SELECT {COLS} FROM spanpoint_checkpoints WHERE key = %s AND output IS NOT NULL",
+            f"SELECT {READ_COLS} FROM spanpoint_checkpoints WHERE key = %s AND output IS NOT NULL",
             (key,),
         )
-        return self._checkpoint(rows[0]) if rows else None
+        return self._verified(rows[0]) if rows else None
+
+    def _verified(self, row: Sequence[Any]) -> Checkpoint:
+        """The checkpoint of a ``READ_COLS`` row (columns, then digest), integrity checked."""
+        return verify_checkpoint(self._checkpoint(row[:-1]), row[-1], self.description)
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
         rows = self._run("claim", lambda c: _claim(c, key, owner, ttl_s))
@@ -229,7 +237,10 @@ class PostgresStore:
             return Claim("held", owner=None, expires_at=0.0)
         state, holder, expires_at, *cols = rows[0]
         if state == "committed":
-            return Claim("committed", checkpoint=self._checkpoint(cols))
+            try:
+                return Claim("committed", checkpoint=self._verified(cols))
+            except CorruptCheckpointError as exc:
+                return self._take_corrupt(key, owner, ttl_s, cols, exc)
         if state == "held" and holder and owner_is_dead_here(holder):
             rows = self._fetchall(
                 "claim",
@@ -246,6 +257,18 @@ class PostgresStore:
             self._heartbeat.hold(key, owner, ttl_s)
         return Claim(state, owner=holder, expires_at=expires_at)
 
+    def _take_corrupt(
+        self, key: str, owner: str, ttl_s: float, cols: Sequence[Any], exc: Exception
+    ) -> Claim:
+        """Turn a committed row that failed its integrity check into ``owner``'s lease."""
+        params = {"key": key, "owner": owner, "ttl": ttl_s}
+        params.update(output=cols[7], output_type=cols[6], digest=cols[-1])
+        rows = self._fetchall("claim", TAKE_CORRUPT, params)
+        if not rows:  # another worker took it over first: ask again
+            return Claim("held", owner=None, expires_at=0.0)
+        self._heartbeat.hold(key, owner, ttl_s)
+        return Claim("acquired", owner=owner, expires_at=rows[0][0], error=str(exc))
+
     def release(self, key: str, owner: str) -> None:
         self._heartbeat.drop(key, owner)
         self._run(
@@ -261,7 +284,7 @@ class PostgresStore:
         cp = checkpoint
         if owner is not None:
             self._heartbeat.drop(cp.key, owner)
-        params = checkpoint_row(cp)
+        params = (*checkpoint_row(cp), digest_of(cp))
         return bool(self._fetchall("put", PUT, params))
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:

@@ -69,6 +69,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, name)
     );
     """,
+    # Each committed row carries the sha256 of its output, type tag and identity, checked on
+    # every read that can replay it; rows committed before keep NULL and read as before.
+    """
+    ALTER TABLE spanpoint_checkpoints ADD COLUMN digest text;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -76,7 +81,9 @@ COLS = (
     "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
     "parent_span_id, attempt, started_at_ns, ended_at_ns, view"
 )
-NULL_COLS = ", ".join(["NULL"] * len(COLS.split(",")))
+#: What a read that may replay selects: the checkpoint's columns, then its digest.
+READ_COLS = COLS + ", digest"
+NULL_COLS = ", ".join(["NULL"] * len(READ_COLS.split(",")))
 EPOCH = "extract(epoch FROM {})::float8"
 LEASE_FREE = (
     "c.output IS NULL AND (c.lease_owner IS NULL OR c.lease_owner = excluded.lease_owner "
@@ -89,7 +96,7 @@ LEASE_FREE = (
 # appeared after the snapshot) yields no result: the caller reports "held" and asks again.
 CLAIM = f"""
 WITH done AS (
-    SELECT {COLS} FROM spanpoint_checkpoints WHERE key = %(key)s AND output IS NOT NULL
+    SELECT {READ_COLS} FROM spanpoint_checkpoints WHERE key = %(key)s AND output IS NOT NULL
 ), taken AS (
     INSERT INTO spanpoint_checkpoints AS c (key, lease_owner, lease_expires_at)
     SELECT %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s)
@@ -99,7 +106,7 @@ WITH done AS (
         WHERE {LEASE_FREE}
     RETURNING c.lease_owner, c.lease_expires_at
 )
-SELECT 'committed', NULL, NULL::float8, {COLS} FROM done
+SELECT 'committed', NULL, NULL::float8, {READ_COLS} FROM done
 UNION ALL
 SELECT 'acquired', lease_owner, {EPOCH.format("lease_expires_at")}, {NULL_COLS} FROM taken
 UNION ALL
@@ -110,15 +117,28 @@ SELECT 'held', c.lease_owner, {EPOCH.format("c.lease_expires_at")}, {NULL_COLS}
 """
 
 PUT = f"""
-INSERT INTO spanpoint_checkpoints AS c ({COLS}, seq, committed_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+INSERT INTO spanpoint_checkpoints AS c ({READ_COLS}, seq, committed_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
         nextval('spanpoint_commit_seq'), now())
 ON CONFLICT (key) DO UPDATE SET
-    {", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in COLS.split(",")[1:])},
+    {", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in READ_COLS.split(",")[1:])},
     seq = excluded.seq, committed_at = excluded.committed_at,
     lease_owner = NULL, lease_expires_at = NULL
     WHERE c.output IS NULL
 RETURNING 1
+"""
+
+# A committed row that failed its integrity check becomes the claimer's lease: the boundary
+# executes again and its commit replaces the row. Matching the corrupted bytes makes a second
+# worker that saw the same row a no-op once the first has taken it over.
+TAKE_CORRUPT = f"""
+UPDATE spanpoint_checkpoints SET output = NULL, output_type = NULL, digest = NULL, seq = NULL,
+    committed_at = NULL, lease_owner = %(owner)s,
+    lease_expires_at = now() + make_interval(secs => %(ttl)s)
+WHERE key = %(key)s AND output IS NOT DISTINCT FROM %(output)s
+    AND output_type IS NOT DISTINCT FROM %(output_type)s
+    AND digest IS NOT DISTINCT FROM %(digest)s
+RETURNING {EPOCH.format("lease_expires_at")}
 """
 
 RUN_SELECT = f"""

@@ -28,15 +28,17 @@ from spanpoint.stores.base import (
     RunStatus,
     WaitRecord,
     checkpoint_row,
+    digest_of,
     journal_row,
     json_or_none,
     owner_is_dead_here,
+    verify_checkpoint,
     wait_from_row,
 )
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _statements(script: str) -> list[str]:
@@ -152,12 +154,17 @@ _MIGRATIONS: dict[int, list[str]] = {
     CREATE INDEX checkpoints_run ON checkpoints (run_id, ended_at_ns) WHERE output IS NOT NULL
     """
     ),
+    # Each committed row carries the sha256 of its output, type tag and identity, checked on
+    # every read that can replay it. Rows committed before keep a NULL digest and read as
+    # before (docs/design-notes.md, "Integrity digests").
+    4: ["ALTER TABLE checkpoints ADD COLUMN digest TEXT"],
 }
 
 _CHECKPOINT_COLUMNS = (
     "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
     "parent_span_id, attempt, started_at_ns, ended_at_ns, view"
 )
+_PUT_COLUMNS = _CHECKPOINT_COLUMNS + ", digest"
 
 
 class SqliteStore:
@@ -299,11 +306,15 @@ class SqliteStore:
 
     # --- checkpoints and leases ----------------------------------------------------------
 
-    _GET = f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE key = ? AND output IS NOT NULL"
+    _GET = f"SELECT {_PUT_COLUMNS} FROM checkpoints WHERE key = ? AND output IS NOT NULL"
 
     def get(self, key: str) -> Checkpoint | None:
         row = self._run("get", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
-        return None if row is None else self._checkpoint(row)
+        return None if row is None else self._verified(row)
+
+    def _verified(self, row: tuple[Any, ...]) -> Checkpoint:
+        """The checkpoint of a ``_GET`` row (its columns and its digest), integrity checked."""
+        return verify_checkpoint(self._checkpoint(row[:-1]), row[-1], self.description)
 
     # Take the lease unless the boundary is committed or another owner's lease is live: one
     # statement, so checking and taking are atomic without an explicit transaction.
@@ -320,7 +331,11 @@ class SqliteStore:
             # A committed checkpoint is final, so a replay needs one read and no write lock.
             row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
             if row is not None:
-                return Claim("committed", checkpoint=self._checkpoint(row))
+                try:
+                    return Claim("committed", checkpoint=self._verified(row))
+                except CorruptCheckpointError:
+                    # Checked again, and taken over, under the write lock.
+                    return self._claim_contended(key, owner, ttl_s)
         now = time.time()
         taken = self._run(
             "claim",
@@ -336,9 +351,19 @@ class SqliteStore:
 
         def op(conn: sqlite3.Connection) -> Claim:
             row = conn.execute(self._GET, (key,)).fetchone()
-            if row is not None:
-                return Claim("committed", checkpoint=self._checkpoint(row))
             now = time.time()
+            if row is not None:
+                try:
+                    return Claim("committed", checkpoint=self._verified(row))
+                except CorruptCheckpointError as exc:
+                    # Never a replay: the row becomes this owner's lease, so the boundary
+                    # executes again and its commit replaces the corrupted row.
+                    conn.execute(
+                        "UPDATE checkpoints SET output = NULL, output_type = NULL, digest = NULL,"
+                        " lease_owner = ?, lease_expires_at = ? WHERE key = ?",
+                        (owner, now + ttl_s, key),
+                    )
+                    return Claim("acquired", owner=owner, expires_at=now + ttl_s, error=str(exc))
             held = conn.execute(
                 "SELECT lease_owner, lease_expires_at FROM checkpoints WHERE key = ?", (key,)
             ).fetchone()
@@ -367,16 +392,14 @@ class SqliteStore:
     # ends the lease, whoever held it: a committed boundary needs no lease. The first commit
     # of a key wins; the WHERE makes any later one a no-op.
     _PUT = (
-        f"INSERT INTO checkpoints ({_CHECKPOINT_COLUMNS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
-        + ", ".join(
-            f"{column} = excluded.{column}" for column in _CHECKPOINT_COLUMNS.split(", ")[1:]
-        )
+        f"INSERT INTO checkpoints ({_PUT_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+        + ", ".join(f"{column} = excluded.{column}" for column in _PUT_COLUMNS.split(", ")[1:])
         + ", lease_owner = NULL, lease_expires_at = NULL WHERE checkpoints.output IS NULL"
     )
 
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
-        params = checkpoint_row(checkpoint)
+        params = (*checkpoint_row(checkpoint), digest_of(checkpoint))
         return self._run("put", lambda c: c.execute(self._PUT, params).rowcount == 1, write=False)
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
