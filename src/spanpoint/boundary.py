@@ -35,7 +35,15 @@ from spanpoint.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from spanpoint.run import Frame, RunScope, current_frame, current_run, pop_frame, push_frame
+from spanpoint.run import (
+    Frame,
+    RunScope,
+    current_frame,
+    current_run,
+    pop_frame,
+    push_frame,
+    warn_outside_run,
+)
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim, execution_owner_id
 
 T = TypeVar("T")
@@ -103,6 +111,8 @@ class _Call:
         scope = current_run() if spec.replay else None
         self.scope: RunScope | None = scope
         self.parent: Frame | None = current_frame() if scope is not None else None
+        if scope is None and spec.replay:
+            warn_outside_run(spec.name)  # a run open elsewhere, not in this context?
         self.claimed = False
         self.holder: Claim | None = None
         self.key = ""

@@ -119,6 +119,33 @@ _FRAME: ContextVar[Frame | None] = ContextVar("spanpoint_frame", default=None)
 
 def current_run() -> RunScope | None:
     """The active run scope, or None outside ``spanpoint.run(...)``."""
+# How many runs are open in this process, in any context. A boundary that sees no run in its
+# own context while this is positive was most likely called from a thread pool that did not
+# copy the context (a plain ThreadPoolExecutor): see warn_outside_run.
+_OPEN_RUNS = [0]
+_OPEN_RUNS_LOCK = threading.Lock()
+_WARNED_OUTSIDE: set[str] = set()
+
+
+def _count_open(delta: int) -> None:
+    with _OPEN_RUNS_LOCK:
+        _OPEN_RUNS[0] += delta
+
+
+def warn_outside_run(name: str) -> None:
+    """Warn (once per boundary name) when a boundary opens with no run in its context while a
+    run is open elsewhere in this process: it is then a plain span, not durable."""
+    if not _OPEN_RUNS[0] or name in _WARNED_OUTSIDE:
+        return
+    _WARNED_OUTSIDE.add(name)
+    logger.warning(
+        "spanpoint: boundary %r opened outside any spanpoint.run while a run is open in this "
+        "process, so it is not durable (no replay, no single-flight). A plain "
+        "ThreadPoolExecutor does not carry the run's context into its threads: submit with "
+        "pool.submit(contextvars.copy_context().run, fn, *args) to make it part of the run",
+        name,
+    )
+
     return _RUN.get()
 
 
@@ -245,6 +272,7 @@ class run:
         return self
 
     def __exit__(
+        _count_open(1)
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
@@ -256,6 +284,7 @@ class run:
         _FRAME.reset(self._tokens[1])
         span = scope.span
         assert span is not None
+        _count_open(-1)
         suppress = False
         if isinstance(exc, RunWaiting):
             scope.status, suppress = "waiting", True
