@@ -10,8 +10,10 @@ boundaries execute again.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +39,8 @@ from spanpoint.stores.base import (
 )
 
 T = TypeVar("T")
+
+logger = logging.getLogger("spanpoint")
 
 SCHEMA_VERSION = 4
 
@@ -174,6 +178,10 @@ class SqliteStore:
         self.path = Path(path).expanduser()
         self.description = f"sqlite:{self.path}"
         self._lock = threading.RLock()
+        self._busy_timeout_s = busy_timeout_s
+        #: (st_dev, st_ino) of the file the connection has open: a path that later names
+        #: another file, or none, means the store was deleted or replaced under this process.
+        self._identity: tuple[int, int] | None = None
         self._conn = self._open(busy_timeout_s)
 
     def __repr__(self) -> str:
@@ -182,10 +190,19 @@ class SqliteStore:
     # --- connection and schema ---------------------------------------------------------
 
     def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not self.path.exists():
                 os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            info = self.path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise StoreUnavailableError(
+                    f"cannot open the checkpoint store {self.description}: it is not a regular "
+                    "file (a device, a pipe or a folder). Point SPANPOINT_STORE at a file path, "
+                    "such as .spanpoint/checkpoints.db"
+                )
+            self._tighten(info.st_mode)
             conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -193,13 +210,130 @@ class SqliteStore:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate(conn)
+            self._identity = (info.st_dev, info.st_ino)
             return conn
+        except StoreError:
+            if conn is not None:
+                conn.close()
+            raise
         except (sqlite3.Error, OSError) as exc:
+            if conn is not None:
+                conn.close()
             raise StoreUnavailableError(
-                f"cannot open the checkpoint store {self.description}: {exc}. Check that the "
-                "path is a readable, writable SQLite file (or remove it to start empty), or "
-                "point SPANPOINT_STORE at another file"
+                f"cannot open the checkpoint store {self.description}: {self._explain(exc)}"
             ) from exc
+
+    def _tighten(self, mode: int) -> None:
+        """Make a store that group or others can read private (0600), with its WAL files:
+        checkpoints hold agent outputs. Warn when it cannot be done."""
+        if not mode & 0o077:
+            return
+        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+            try:
+                if path.exists():
+                    os.chmod(path, 0o600)
+            except OSError as exc:
+                logger.warning(
+                    "spanpoint: %s is readable by group or others (mode %o) and could not be "
+                    "made private: %s; chmod 600 it yourself",
+                    path,
+                    stat.S_IMODE(mode),
+                    exc,
+                )
+                return
+        logger.warning(
+            "spanpoint: %s was readable by group or others (mode %o); it holds agent outputs, "
+            "so it is now private (0600)",
+            self.path,
+            stat.S_IMODE(mode),
+        )
+
+    def _explain(self, exc: BaseException) -> str:
+        """What happened, in words, and what to do about it: each cause has its own fix."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        where = self.description
+        if primary == sqlite3.SQLITE_FULL:
+            return (
+                f"the disk holding {self.path} is full ({exc}). Nothing was written, so the "
+                "boundary executes again next time; free disk space, or point SPANPOINT_STORE "
+                "at a file on another disk"
+            )
+        if primary == sqlite3.SQLITE_READONLY or (
+            primary == sqlite3.SQLITE_CANTOPEN and self._read_only_place()
+        ):
+            return (
+                f"{where} is read-only ({exc}): its file, its folder or its file system cannot "
+                "be written. Make them writable by this user (SQLite also writes "
+                f"{self.path.name}-wal and -shm beside it), or point SPANPOINT_STORE at a "
+                "writable path"
+            )
+        if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return (
+                f"{where} is locked by another connection ({exc}) for longer than the busy "
+                f"timeout ({self._busy_timeout_s:g}s). Wait for the process that holds it "
+                f"(fuser {self.path}) or raise SqliteStore(busy_timeout_s=...); the file is "
+                "fine, do not remove it"
+            )
+        if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return (
+                f"{where} is corrupted or is not a SQLite database ({exc}). Restore it from a "
+                "backup, or move it aside to start empty (its boundaries then execute again), "
+                "or point SPANPOINT_STORE at another file"
+            )
+        if primary == sqlite3.SQLITE_CANTOPEN:
+            return (
+                f"cannot open {self.path} ({exc}): check that its folder exists and that this "
+                "user can create files in it, or point SPANPOINT_STORE at another file"
+            )
+        if primary == sqlite3.SQLITE_IOERR:
+            return (
+                f"an I/O error on {self.path} ({exc}): the disk failed, or the path is not a "
+                "regular file on a local file system (network file systems are not "
+                "supported); point SPANPOINT_STORE at a file on a local disk"
+            )
+        if isinstance(exc, PermissionError):
+            return (
+                f"permission denied ({exc}): make {self.path.parent} and the file writable by "
+                "this user, or point SPANPOINT_STORE at another file"
+            )
+        return (
+            f"{exc}. Check that the path is a readable, writable SQLite file, or point "
+            "SPANPOINT_STORE at another file"
+        )
+
+    def _read_only_place(self) -> bool:
+        """Whether the store's file or folder is on a read-only file system or not writable."""
+        try:
+            if os.statvfs(self.path.parent).f_flag & os.ST_RDONLY:
+                return True
+        except OSError:
+            return False
+        target = self.path if self.path.exists() else self.path.parent
+        return not os.access(target, os.W_OK)
+
+    def _check_identity(self) -> None:
+        """Raise when the path no longer names the file this connection has open.
+
+        A deleted or replaced store file keeps working for the open connection, but every
+        commit then goes to a file no one will ever read again: say so at the next boundary.
+        """
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            raise StoreUnavailableError(
+                f"{self.description} was deleted while this process had it open: checkpoints "
+                "committed to it since are lost, and nothing more is committed. Restore the "
+                "file, or restart the process to start a new store"
+            ) from None
+        except OSError:
+            return  # cannot tell: the next statement reports what is wrong
+        if (info.st_dev, info.st_ino) != self._identity:
+            raise StoreUnavailableError(
+                f"{self.description} was replaced by another file while this process had it "
+                "open: checkpoints committed since went to the old file, and nothing more is "
+                "committed. Restart the process to use the new file, or put the old one back"
+            )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -221,7 +355,7 @@ class SqliteStore:
             )
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def _run(self, operation: str, fn: Callable[[sqlite3.Connection], T], write: bool) -> T:
@@ -239,21 +373,25 @@ class SqliteStore:
             except StoreError:
                 raise
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.description}: {operation} failed: {exc}") from exc
+                raise StoreError(
+                    f"{self.description}: {operation} failed: {self._explain(exc)}"
+                ) from exc
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
+            self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            _rollback(self._conn)
             raise
-        self._conn.execute("COMMIT")
 
     # --- runs ----------------------------------------------------------------------------
 
     def start_run(self, run_id: str, name: str | None) -> int:
+        self._check_identity()
+
         def op(conn: sqlite3.Connection) -> int:
             now = time.time()
             row = conn.execute(
@@ -327,6 +465,7 @@ class SqliteStore:
     )
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
+        self._check_identity()  # a boundary starts: is the store still the file we opened?
         if not fresh:
             # A committed checkpoint is final, so a replay needs one read and no write lock.
             row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
@@ -399,6 +538,7 @@ class SqliteStore:
     )
 
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+        self._check_identity()  # a commit into a deleted file would be lost in silence
         params = (*checkpoint_row(checkpoint), digest_of(checkpoint))
         return self._run("put", lambda c: c.execute(self._PUT, params).rowcount == 1, write=False)
 
@@ -503,3 +643,14 @@ class SqliteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open. SQLite has already rolled back on some errors
+    (a full disk, an I/O error): a second ROLLBACK would raise "no transaction is active" and
+    hide the error that matters."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            logger.debug("spanpoint: rollback failed after an error: %s", exc)
