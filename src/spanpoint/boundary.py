@@ -97,9 +97,9 @@ class _Call:
         "holder",
         "key",
         "ordinal",
+        "owner",
         "parent",
         "path",
-        "owner",
         "scope",
         "spec",
         "tracer",
@@ -109,14 +109,14 @@ class _Call:
         self.spec = spec
         self.tracer = settings().tracer
         scope = current_run() if spec.replay else None
-        self.scope: RunScope | None = scope
-        self.parent: Frame | None = current_frame() if scope is not None else None
         if scope is None and spec.replay:
             warn_outside_run(spec.name)  # a run open elsewhere, not in this context?
+        self.scope: RunScope | None = scope
+        self.parent: Frame | None = current_frame() if scope is not None else None
         self.claimed = False
+        self.owner = ""  # this execution's lease owner, made at the first claim
         self.holder: Claim | None = None
         self.key = ""
-        self.owner = ""  # this execution's lease owner, made at the first claim
         self.ordinal = 0
         parent_path = self.parent.path if self.parent else ""
         self.path = f"{parent_path}/{spec.name}" if parent_path else spec.name
@@ -146,11 +146,11 @@ class _Call:
         try:
             # On a run's first attempt nothing is committed yet (unless a concurrent worker got
             # there first, which the claim still detects): the lease can come first.
-            claim: Claim = scope.store.claim(
-                self.key, owner, scope.lease_ttl_s, fresh=scope.attempt == 1
             # The lease belongs to this execution, not to the process: another thread or task
             # of this process claiming the same key waits for this one's commit.
             owner = self.owner = self.owner or execution_owner_id()
+            claim: Claim = scope.store.claim(
+                self.key, owner, scope.lease_ttl_s, fresh=scope.attempt == 1
             )
         except StoreError as exc:  # invariant 5: a failed read means "execute"
             if isinstance(exc, StoreUnavailableError) and (
@@ -166,12 +166,12 @@ class _Call:
             return self._replay(scope, claim.checkpoint)
         if claim.state == "acquired":
             self.claimed = True
-            return _MISSING
-        self.holder = claim
             if claim.error is not None:
                 # A committed row failed its integrity check: execute again, never replay it.
                 self.spec.attributes[semconv.CHECKPOINT_INTEGRITY_ERROR] = claim.error
                 scope.warn(f"checkpoint of {self.path!r} is corrupted, executing: {claim.error}")
+            return _MISSING
+        self.holder = claim
         return _HELD
 
     def wait(self) -> Generator[float, None, Any]:

@@ -116,9 +116,6 @@ _OUTCOMES = {
 _RUN: ContextVar[RunScope | None] = ContextVar("spanpoint_run", default=None)
 _FRAME: ContextVar[Frame | None] = ContextVar("spanpoint_frame", default=None)
 
-
-def current_run() -> RunScope | None:
-    """The active run scope, or None outside ``spanpoint.run(...)``."""
 # How many runs are open in this process, in any context. A boundary that sees no run in its
 # own context while this is positive was most likely called from a thread pool that did not
 # copy the context (a plain ThreadPoolExecutor): see warn_outside_run.
@@ -146,6 +143,9 @@ def warn_outside_run(name: str) -> None:
         name,
     )
 
+
+def current_run() -> RunScope | None:
+    """The active run scope, or None outside ``spanpoint.run(...)``."""
     return _RUN.get()
 
 
@@ -269,10 +269,10 @@ class run:
         scope.root.span_id = format(scope.span.get_span_context().span_id, "016x")
         self.scope = scope
         self._tokens = (_RUN.set(scope), _FRAME.set(scope.root))
+        _count_open(1)
         return self
 
     def __exit__(
-        _count_open(1)
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
@@ -281,10 +281,10 @@ class run:
         scope = self.scope
         assert scope is not None and self._tokens is not None
         _RUN.reset(self._tokens[0])
+        _count_open(-1)
         _FRAME.reset(self._tokens[1])
         span = scope.span
         assert span is not None
-        _count_open(-1)
         suppress = False
         if isinstance(exc, RunWaiting):
             scope.status, suppress = "waiting", True
