@@ -41,6 +41,10 @@ class Telemetry:
             return spans
         return [s for s in spans if s.name == name or s.name.startswith(name + " ")]
 
+    def runs(self) -> list[ReadableSpan]:
+        """The root spans of ``spanpoint.run`` (``invoke_workflow {name}``), oldest first."""
+        return [s for s in self.spans() if (s.attributes or {}).get("spanpoint.run.root")]
+
     def clear(self) -> None:
         """Forget the spans exported so far."""
         self.exporter.clear()

@@ -55,3 +55,24 @@ def test_demo_names_the_otlp_endpoint_when_set(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "traces: OTLP http://127.0.0.1:9" in done.stdout
     assert "run summaries (log records): OTLP http://127.0.0.1:9" in done.stdout
+
+
+def test_demo_traces_model_and_tool_calls_and_warns_about_nothing(tmp_path: Path) -> None:
+    """The demo applies the instrumentation it showcases (chat spans with token usage,
+    execute_tool spans) on a durable LangGraph checkpointer, so nothing warns about it."""
+    import json
+
+    done = run_demo(tmp_path, "--run-id", "demo-spans")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warn" not in (done.stdout + done.stderr).lower()
+    spans = [json.loads(line) for line in (tmp_path / ".spanpoint" / "traces.jsonl").open()]
+    chats = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "chat"]
+    tools = [s for s in spans if s["attributes"].get("gen_ai.operation.name") == "execute_tool"]
+    assert len(chats) == 2 and len(tools) == 2  # attempt 1 only: attempt 2 replays the agent
+    for chat in chats:
+        assert chat["name"] == "chat triage-fake-1"
+        assert chat["attributes"]["gen_ai.usage.input_tokens"] > 0
+        assert chat["attributes"]["gen_ai.usage.output_tokens"] > 0
+    assert {t["name"] for t in tools} == {"execute_tool escalate_ticket"}
+    assert [s["name"] for s in spans if "spanpoint.warnings" in s["attributes"]] == []
+    assert (tmp_path / ".spanpoint" / "demo-langgraph.db").exists()

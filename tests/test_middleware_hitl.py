@@ -92,11 +92,11 @@ def test_interrupt_and_resume_in_calls_mode_then_replay_the_whole_run(
     _, again = start_and_resume(make_runner(effects))
     assert read_effects(effects) == {"lookup_ticket": 1, "approve_ticket": 1}
     assert [name for name, _ in replay_flags(configured)] == [
-        "chat fake-chat",
-        "execute_tool lookup_ticket",
-        "chat fake-chat",
-        "execute_tool approve_ticket",
-        "chat fake-chat",
+        "chat fake-chat (replayed)",
+        "execute_tool lookup_ticket (replayed)",
+        "chat fake-chat (replayed)",
+        "execute_tool approve_ticket (replayed)",
+        "chat fake-chat (replayed)",
     ]
     assert all(replayed for _, replayed in replay_flags(configured))
     assert again.output["messages"][-1] == done.output["messages"][-1]

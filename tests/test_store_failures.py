@@ -55,7 +55,7 @@ def test_a_failed_commit_is_reported_and_executes_again(caplog: pytest.LogCaptur
     assert run.status == "completed"
     assert any("not committed" in w for w in run.warnings)
     assert "disk full" in caplog.text
-    run_span = telemetry.spans(semconv.SPAN_RUN)[0]
+    run_span = telemetry.runs()[0]
     assert run_span.attributes[semconv.RUN_COMMIT_FAILURES] == 1
     assert [e.name for e in run_span.events] == [semconv.EVENT_CHECKPOINT_COMMIT_FAILED]
 

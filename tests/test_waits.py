@@ -58,7 +58,7 @@ def test_a_run_waits_then_continues_after_the_input_is_provided(configured) -> N
     assert (wait.run_id, wait.name, wait.question) == ("W-1", "approval", "Ship order o-1?")
     assert wait.schema == {"type": "boolean"} and not wait.provided
     assert configured.store.get_run("W-1").status == "waiting"
-    (run_span,) = configured.spans("spanpoint.run")
+    (run_span,) = configured.runs()
     assert run_span.attributes[semconv.RUN_STATUS] == "waiting"
 
     again, _ = order_flow("W-1")  # still no input: waits again, replays prepare

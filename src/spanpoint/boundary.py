@@ -16,6 +16,7 @@ Outside a run, or with ``replay=False``, a boundary is a plain span that never t
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextvars import Token
@@ -204,19 +205,20 @@ class _Call:
         except Exception as exc:  # CorruptCheckpointError, or a decode hook that fails
             scope.warn(f"checkpoint of {self.path!r} is unreadable, executing again: {exc}")
             return _MISSING
-        original = SpanContext(
-            int(cp.trace_id, 16),
-            int(cp.span_id, 16),
-            is_remote=True,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        )
+        links = _original_links(cp)
+        if not links:
+            # The ids are only for the link: a malformed one costs the link, never the replay.
+            scope.warn(
+                f"checkpoint of {self.path!r} has a malformed trace id {cp.trace_id!r} or span "
+                f"id {cp.span_id!r}; replayed with no link to the original execution"
+            )
         attrs = self.spec.attributes
         attrs[semconv.REPLAYED] = True
         span = self.tracer.start_span(
             self.spec.span_name,
             kind=self.spec.span_kind,
             attributes=attrs,
-            links=[Link(original, _ORIGINAL_LINK)],
+            links=links,
         )
         self._describe(span, output)
         if self.spec.on_replay is not None and span.is_recording():
@@ -225,7 +227,9 @@ class _Call:
             except Exception as exc:  # observability is best effort
                 span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exc}"])
         span.set_status(_OK)
-        span.end()
+        raised = _end_span(span)
+        if raised is not None:
+            scope.warn(f"a span processor raised ending the replay of {self.path!r}: {raised}")
         self._journal(scope, span, "replayed", None)
         return output
 
@@ -274,12 +278,14 @@ class _Call:
 class _Execution:
     """The executing half of a boundary: finish with an output, or fail with an exception."""
 
-    __slots__ = ("call", "ctx", "span", "staged", "tokens")
+    __slots__ = ("call", "ctx", "recording", "span", "staged", "tokens")
 
     def __init__(self, call: _Call, span: trace.Span, ctx: SpanContext) -> None:
         self.call = call
         self.span = span
         self.ctx = ctx
+        # Recording at start, not recording later: someone other than spanpoint ended it.
+        self.recording = span.is_recording()
         self.staged: processor.StagedOutput | None = None
         self.tokens: tuple[object, Token[Frame | None]] | None = (
             otel_context.attach(trace.set_span_in_context(span)),
@@ -296,6 +302,16 @@ class _Execution:
     def finish(self, output: T) -> T:
         """Stage ``output`` for commit (inside a run) and mark the span OK."""
         call, span, scope = self.call, self.span, self.call.scope
+        if self.recording and not span.is_recording():
+            # The body ended the boundary span itself. Whatever status it left, spanpoint did
+            # not set OK and end the span after a normal return: nothing is committed, and
+            # end() frees the lease so that the next attempt executes it again.
+            if scope is not None:
+                scope.warn(
+                    f"the body of {call.path!r} ended its own span; its output was not "
+                    "committed and it will execute again (let spanpoint end boundary spans)"
+                )
+            return output
         call._describe(span, output)
         status = getattr(span, "status", None)
         if status is not None and status.status_code is StatusCode.ERROR:
@@ -356,9 +372,11 @@ class _Execution:
                 span.record_exception(exc)
                 span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
                 span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        span.end()
+        raised = _end_span(span)  # a raising processor never replaces the body's exception
         if scope is None:
             return
+        if raised is not None:
+            scope.warn(f"a span processor raised ending the span of {call.path!r}: {raised}")
         if call.claimed:
             try:
                 scope.store.release(call.key, call.owner)
@@ -370,26 +388,55 @@ class _Execution:
             call._journal(scope, span, "error", f"{type(exc).__name__}: {exc}")
 
     def end(self) -> None:
-        """End the span; the processor commits. Report a commit that did not happen."""
-        span, staged = self.span, self.staged
-        recording = span.is_recording()
-        span.end()
-        if self.call.scope is not None:
-            self.call.scope.count_executed(self.call.spec.kind)
+        """End the span; the processor commits. Report a commit that did not happen.
+
+        The body returned normally and :meth:`finish` set OK: only here is the staged output
+        marked ``ending``, right before spanpoint ends the span, and the processor commits
+        marked outputs only. A span processor that raises inside ``span.end()`` changes
+        neither the result nor the commit.
+        """
+        call, span, staged, scope = self.call, self.span, self.staged, self.call.scope
+        ended_early = self.recording and not span.is_recording()
+        raised: Exception | None = None
+        if not ended_early:
+            if staged is not None:
+                staged.ending = True
+            raised = _end_span(span)
+        if scope is not None:
+            scope.count_executed(call.spec.kind)
+            if raised is not None:
+                scope.warn(f"a span processor raised ending the span of {call.path!r}: {raised}")
         if staged is None:
             self._release_unused_lease()
             return
         ctx = self.ctx
-        if not recording:
+        left = processor.unstage(ctx.trace_id, ctx.span_id)  # not None: no processor took it
+        if ended_early:
+            # Ended by someone else between finish() and here (an encode or describe hook).
+            assert scope is not None
+            scope.warn(
+                f"the span of {call.path!r} was ended before spanpoint ended it; its output "
+                "was not committed and it will execute again"
+            )
+        elif left is not None and not self.recording:
             # No SDK processor saw this span (a non-SDK provider): commit here so that
             # durability never depends on tracing being enabled.
-            processor.unstage(ctx.trace_id, ctx.span_id)
             processor.commit(staged)
-        elif processor.unstage(ctx.trace_id, ctx.span_id) is not None:
+        elif left is not None and raised is not None:
+            # A processor registered ahead of spanpoint's raised, and the SDK stops at the
+            # first one that raises: ours never ran. The span did end, OK, by spanpoint,
+            # after a normal return, so the commit rule holds: commit here.
+            if _ended_ok(span):
+                processor.commit(staged)
+            else:
+                staged.error = RuntimeError(f"the span did not end OK ({raised})")
+        elif left is not None:
             staged.error = RuntimeError(
                 "no CheckpointSpanProcessor is registered on the tracer provider; call "
                 "spanpoint.configure(tracer_provider=...)"
             )
+        if not staged.committed:
+            self._release_unused_lease()  # whoever waits for this boundary executes it
         if staged.error is not None:
             self._report_commit_failure(staged)
 
@@ -424,6 +471,49 @@ class _Execution:
             )
         if scope.strict:
             raise StoreError(f"commit of {staged.checkpoint.path!r} failed: {staged.error}")
+
+
+def _end_span(span: trace.Span) -> Exception | None:
+    """End ``span``; return what a span processor raised instead of raising it.
+
+    The SDK calls every processor inside ``span.end()`` and lets their exceptions through:
+    a buggy processor must not turn a boundary's result into its own exception.
+    """
+    try:
+        span.end()
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _ended_ok(span: trace.Span) -> bool:
+    status = getattr(span, "status", None)
+    return (
+        getattr(span, "end_time", None) is not None
+        and status is not None
+        and status.status_code is StatusCode.OK
+    )
+
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def _original_links(cp: Checkpoint) -> list[Link]:
+    """The link from a replay to the span that executed ``cp``; none when its ids are not
+    the W3C form (32 and 16 lowercase hex digits, not all zero) spanpoint stores."""
+    trace_id, span_id = str(cp.trace_id).lower(), str(cp.span_id).lower()
+    if not (_TRACE_ID.fullmatch(trace_id) and _SPAN_ID.fullmatch(span_id)):
+        return []
+    original = SpanContext(
+        int(trace_id, 16),
+        int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    if not original.is_valid:  # an all-zero id
+        return []
+    return [Link(original, _ORIGINAL_LINK)]
 
 
 def _is_graph_control_flow(exc: BaseException) -> bool:

@@ -32,6 +32,7 @@ from langgraph.types import interrupt
 import spanpoint
 from spanpoint.graph import GraphRunner, RunRequest, build_resume_request
 from spanpoint.graph_results import RunResult
+from spanpoint.instrumentor import SpanpointInstrumentor
 from spanpoint.run import current_run
 from spanpoint.waits import wait_for_interrupt
 
@@ -65,10 +66,18 @@ class TicketTriageModel(BaseChatModel):
     """
 
     effects: Any = None
+    model_name: str = "triage-fake-1"
 
     @property
     def _llm_type(self) -> str:
         return "ticket-triage-fake"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        """What a real provider reports: its name and the model's (the chat span's name)."""
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params.update(ls_provider="spanpoint-demo", ls_model_name=self.model_name)
+        return params
+
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> TicketTriageModel:  # type: ignore[override]
         """Tools are known from the conversation; binding changes nothing."""
@@ -97,12 +106,14 @@ class TicketTriageModel(BaseChatModel):
                     }
                 ],
                 usage_metadata=usage,  # type: ignore[arg-type]
+                response_metadata={"model_name": self.model_name, "finish_reason": "tool_calls"},
             )
         else:
             message = AIMessage(
                 content=f"Ticket {ticket_id}: {tool_results[-1].content}. Customer to be told "
                 "that on-call is working on it.",
                 usage_metadata=usage,  # type: ignore[arg-type]
+                response_metadata={"model_name": self.model_name, "finish_reason": "stop"},
             )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -225,13 +236,10 @@ def run_ticket_flow(
 
 
 def langgraph_checkpointer(folder: Path) -> Any:
-    """A SQLite LangGraph checkpointer in ``folder`` (in-memory when the package is absent)."""
-    try:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError:
-        from langgraph.checkpoint.memory import InMemorySaver
+    """A durable SQLite LangGraph checkpointer in ``folder``: an interrupted thread survives
+    the process, so the demo's agents carry no "use a durable checkpointer" warning."""
+    from langgraph.checkpoint.sqlite import SqliteSaver  # a dependency of spanpoint
 
-        return InMemorySaver()
     folder.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(folder / "demo-langgraph.db", check_same_thread=False)
     return SqliteSaver(conn)
@@ -253,7 +261,8 @@ def main(*, run_id: str | None = None, echo: Callable[[Any], None] | None = None
         counts[name] += 1
 
     _HOOKS.effects, _HOOKS.crash = effects, "raise"
-    agent = build_triage_agent(effects, langgraph_checkpointer(Path(cfg.telemetry_dir)))
+    checkpointer = langgraph_checkpointer(Path(cfg.telemetry_dir))
+    agent = build_triage_agent(effects, checkpointer)
     runner = GraphRunner(agent, name="triage")
     run_id = run_id or f"demo-ticket-42-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     if cfg.store.get_run(run_id) is not None:
@@ -264,7 +273,15 @@ def main(*, run_id: str | None = None, echo: Callable[[Any], None] | None = None
         return 2
     report.header(run_id)
     outcomes = []
-    for attempt in (1, 2):
-        outcomes.append(run_ticket_flow(runner, run_id))
-        report.attempt(attempt, outcomes[-1], counts)
+    # The instrumentation the demo showcases: the model and tool calls inside each graph call
+    # become ``chat`` (with token usage) and ``execute_tool`` spans.
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument()  # onto the configuration above (a provider would reconfigure)
+    try:
+        for attempt in (1, 2):
+            outcomes.append(run_ticket_flow(runner, run_id))
+            report.attempt(attempt, outcomes[-1], counts)
+    finally:
+        instrumentor.uninstrument()
+        checkpointer.conn.close()
     return report.finish(outcomes, counts)

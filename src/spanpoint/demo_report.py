@@ -121,13 +121,18 @@ def _add(tree: Tree, span: ReadableSpan, spans: list[ReadableSpan]) -> None:
 def _label(span: ReadableSpan) -> str:
     attrs = span.attributes or {}
     took = max(0, (span.end_time or 0) - (span.start_time or 0)) / 1e6
-    parts = [f"[bold]{span.name}[/]"]
+    name = span.name
+    if attrs.get(semconv.REPLAYED):  # the marker below says it; the name need not twice
+        name = name.removesuffix(semconv.REPLAYED_NAME_SUFFIX)
+    parts = [f"[bold]{name}[/]"]
     if span.status.status_code is StatusCode.ERROR:
         parts.append(f"[red]✗ {span.status.description}[/]")
     elif attrs.get(semconv.REPLAYED):
         parts.append("[cyan]↺ replayed from the store[/]")
-    elif semconv.BOUNDARY_KIND in attrs:
+    elif semconv.CHECKPOINT_KEY in attrs:
         parts.append("[green]✓ executed, committed[/]")
+    elif semconv.BOUNDARY_KIND in attrs:  # traced inside a committed call, not a boundary
+        parts.append("[green]✓ executed[/]")
     if attrs.get(semconv.STATUS) == "interrupted":
         parts.append(f"[yellow]⏸ interrupted ({attrs.get(semconv.LANGGRAPH_INTERRUPT_COUNT)})[/]")
     if any(e.name == semconv.EVENT_AGENT_RESUMED for e in span.events):

@@ -1,9 +1,11 @@
 """Where checkpoints are committed: ``CheckpointSpanProcessor`` and the durable sampler.
 
-A boundary *stages* its serialized output for its span just before ending the span. When
-the span ends, the processor takes the staged output and commits it to the store only if the
-span's status is OK. An exception (status ERROR) or a process killed before ``span.end()``
-commits nothing: that is the whole durability contract, enforced in one place.
+A boundary *stages* its serialized output for its span after the body returned, then marks it
+``ending`` right before spanpoint itself calls ``span.end()``. When the span ends, the processor
+takes the staged output and commits it to the store only if it was so marked and the span's
+status is OK. An exception (status ERROR), a body that ended its own span, or a process killed
+before ``span.end()`` commits nothing: that is the whole durability contract, enforced in one
+place.
 
 ``DurableSampler`` wraps any sampler so that a boundary span the wrapped sampler would DROP is
 still RECORD_ONLY: the processor sees it (durability holds) while exporters, which only take
@@ -39,6 +41,9 @@ class StagedOutput:
     owner: str | None
     committed: bool = False
     error: Exception | None = None
+    #: Set only by the boundary, right before *it* ends the span: a span ended by anyone else
+    #: (the body, a hook) never carries it, so its output is never committed.
+    ending: bool = False
 
 
 # (trace_id, span_id) -> staged output. Entries live from just before span.end() until the
@@ -90,14 +95,14 @@ class CheckpointSpanProcessor(SpanProcessor):
         """Nothing to do when a span starts."""
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Commit the span's staged output if it ended OK; drop it otherwise."""
+        """Commit the span's staged output if spanpoint ended it OK; drop it otherwise."""
         if not _STAGED:  # most spans: nothing is waiting for any span to end
             return
         ctx = span.context
         if ctx is None:
             return
         staged = _STAGED.pop((ctx.trace_id, ctx.span_id), None)
-        if staged is None or span.status.status_code is not StatusCode.OK:
+        if staged is None or not staged.ending or span.status.status_code is not StatusCode.OK:
             return
         commit(staged)
 

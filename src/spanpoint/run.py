@@ -189,13 +189,22 @@ def validate_run_id(run_id: object) -> str:
     return run_id
 
 
+def run_span_name(workflow: str, attempt: int) -> str:
+    """The root span's name: a GenAI workflow span named after the run, and the attempt
+    when it is not the first, so that a trace list tells the attempts apart (design-notes)."""
+    name = f"{semconv.OP_INVOKE_WORKFLOW} {workflow}"
+    return name if attempt == 1 else f"{name}{semconv.RUN_ATTEMPT_NAME_SUFFIX.format(attempt)}"
+
+
 class run:
     """A durable run scope, usable with ``with`` and ``async with``.
 
     >>> with spanpoint.run("ticket-42", name="triage"):   # doctest: +SKIP
     ...     report = write_report(load_ticket("42"))
 
-    Opens the root span ``spanpoint.run`` (``spanpoint.run.id``, ``.name``, ``.attempt``).
+    Opens the root span, a GenAI workflow span ``invoke_workflow {name}`` (``invoke_workflow
+    spanpoint.run`` without a name; `` (attempt N)`` appended after the first attempt) with
+    ``spanpoint.run.root=true``, ``spanpoint.run.id``, ``.name``, ``.attempt``, ``.status``.
     Boundaries inside replay what an earlier attempt with the same ``run_id`` committed.
     When a durable wait is not satisfied yet the block is left early, the run ends with status
     ``waiting`` and no exception reaches the caller; check :attr:`status`.
@@ -256,11 +265,18 @@ class run:
             lease_ttl_s=cfg.lease_ttl_s,
             lease_wait_timeout_s=cfg.lease_wait_timeout_s,
         )
-        attrs: dict[str, Any] = {semconv.RUN_ID: self.run_id, semconv.RUN_ATTEMPT: attempt}
+        workflow = self.name or semconv.SPAN_RUN
+        attrs: dict[str, Any] = {
+            semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_WORKFLOW,
+            semconv.GEN_AI_WORKFLOW_NAME: workflow,
+            semconv.RUN_ROOT: True,
+            semconv.RUN_ID: self.run_id,
+            semconv.RUN_ATTEMPT: attempt,
+        }
         if self.name:
             attrs[semconv.RUN_NAME] = self.name
         self._span_cm = cfg.tracer.start_as_current_span(
-            semconv.SPAN_RUN,
+            run_span_name(workflow, attempt),
             attributes=attrs,
             record_exception=False,
             set_status_on_exception=False,

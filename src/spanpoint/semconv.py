@@ -186,9 +186,15 @@ GEN_AI_TOOL_DEFINITIONS: Final = _gen_ai.GEN_AI_TOOL_DEFINITIONS
 # trace list) drop span links, so the link alone leads nowhere. Equal to the link's ids.
 REPLAY_ORIGINAL_TRACE_ID: Final = "spanpoint.replay.original.trace_id"
 REPLAY_ORIGINAL_SPAN_ID: Final = "spanpoint.replay.original.span_id"
+# Appended to a replayed span's name ("chat gpt-5 (replayed)"): the name is the only field
+# that Jaeger, Tempo and Phoenix all show in a trace tree (reasons in docs/design-notes.md).
+REPLAYED_NAME_SUFFIX: Final = " (replayed)"
 # The run's root span is a GenAI workflow span ("invoke_workflow {run name}"); this marks
 # it as spanpoint's run root so it can be found whatever the run is called.
 RUN_ROOT: Final = "spanpoint.run.root"
+# Appended to the root span's name after a run's first attempt: "invoke_workflow triage
+# (attempt 2)", so the attempts of one run differ in a trace list.
+RUN_ATTEMPT_NAME_SUFFIX: Final = " (attempt {})"
 # Agent lifecycle attributes proposed in open-telemetry/semantic-conventions-genai #445
 # (beside the gen_ai.agent.paused / resumed / checkpointed events above).
 GEN_AI_AGENT_PAUSE_ID: Final = "gen_ai.agent.pause.id"

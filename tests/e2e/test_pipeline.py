@@ -117,6 +117,11 @@ def _spans(trace: dict, name: str) -> list[dict]:
     return [span for span in trace["spans"] if span["operationName"] == name]
 
 
+def _roots(trace: dict) -> list[dict]:
+    """The run's root span (``invoke_workflow {run name}``), found by its marker tag."""
+    return [span for span in trace["spans"] if span_tags(span).get(sc.RUN_ROOT) is True]
+
+
 def test_otelcol_validate_accepts_the_config(stack: Stack) -> None:
     config = ROOT / "collector" / "otelcol.yaml"
     checked = subprocess.run(
@@ -133,7 +138,7 @@ def test_demo_traces_arrive_in_jaeger_with_the_span_tree(stack: Stack, runs: Run
     traces = _traces(stack, run_id, 2)  # attempt 1 (crashed) and attempt 2 (replayed)
     by_attempt = {}
     for trace in traces:
-        (root,) = _spans(trace, sc.SPAN_RUN)
+        (root,) = _roots(trace)
         assert parent_of(root) is None
         by_attempt[span_tags(root)[sc.RUN_ATTEMPT]] = trace
         for span in trace["spans"]:
@@ -149,12 +154,14 @@ def test_demo_traces_arrive_in_jaeger_with_the_span_tree(stack: Stack, runs: Run
     assert sorted(t[sc.STATUS] for t in tags) == ["completed", "interrupted"]
     assert sorted(t[sc.LANGGRAPH_INTERRUPT_COUNT] for t in tags) == [0, 1]
     assert not any(t[sc.REPLAYED] for t in tags)
-    assert span_tags(_spans(first, sc.SPAN_RUN)[0])[sc.RUN_STATUS] == "failed"
+    assert span_tags(_roots(first)[0])[sc.RUN_STATUS] == "failed"
+    assert _roots(first)[0]["operationName"] == "invoke_workflow ticket-flow"
+    assert _roots(second)[0]["operationName"] == "invoke_workflow ticket-flow (attempt 2)"
 
-    replayed = [span_tags(g) for g in _spans(second, "invoke_agent triage")]
+    replayed = [span_tags(g) for g in _spans(second, "invoke_agent triage (replayed)")]
     assert len(replayed) == 2 and all(t[sc.REPLAYED] for t in replayed)
     assert all(t[sc.CHECKPOINT_KEY] for t in replayed)
-    assert span_tags(_spans(second, sc.SPAN_RUN)[0])[sc.RUN_STATUS] == "completed"
+    assert span_tags(_roots(second)[0])[sc.RUN_STATUS] == "completed"
     assert _spans(second, "step notify_customer")
 
 
@@ -170,7 +177,7 @@ def test_tempo_export_path_delivers_the_same_trace(stack: Stack, runs: Runs) -> 
             return None
 
     (trace,) = wait_for(archived, f"trace {trace_id} through the Tempo exporter")
-    assert _spans(trace, sc.SPAN_RUN)
+    assert _roots(trace)
 
 
 def test_tail_sampling_keeps_failures_and_guard_terminations(stack: Stack, runs: Runs) -> None:
