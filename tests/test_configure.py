@@ -85,7 +85,7 @@ def test_without_a_provider_traces_go_to_a_local_file(tmp_path: Path) -> None:
     lines = (tmp_path / ".spanpoint" / "traces.jsonl").read_text().splitlines()
     spans = {s["name"]: s for s in map(json.loads, lines)}
     assert spans["step work"]["attributes"]["spanpoint.run.id"] == "cfg-run"
-    assert spans["step work"]["parent_span_id"] == spans["invoke_workflow spanpoint.run"]["span_id"]
+    assert spans["step work"]["parent_span_id"] == spans["invoke_workflow cfg"]["span_id"]
     assert (tmp_path / ".spanpoint" / "checkpoints.db").stat().st_mode & 0o777 == 0o600
 
 
@@ -101,5 +101,5 @@ def test_with_an_otlp_endpoint_traces_are_exported_over_otlp(tmp_path: Path) -> 
         names = sorted(span.name for span in receiver.spans())
     # The URL the exporter really posts to: the generic endpoint plus /v1/traces.
     assert done.stdout.strip() == f"OTLP {receiver.endpoint}/v1/traces"
-    assert names == ["invoke_workflow spanpoint.run", "step work"]
+    assert names == ["invoke_workflow cfg", "step work"]
     assert not (tmp_path / ".spanpoint" / "traces.jsonl").exists()
