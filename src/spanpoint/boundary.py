@@ -214,8 +214,13 @@ class _Call:
             )
         attrs = self.spec.attributes
         attrs[semconv.REPLAYED] = True
+        if links:  # as attributes too: most trace viewers drop links (docs/design-notes.md)
+            original = links[0].context
+            attrs[semconv.REPLAY_ORIGINAL_TRACE_ID] = format(original.trace_id, "032x")
+            attrs[semconv.REPLAY_ORIGINAL_SPAN_ID] = format(original.span_id, "016x")
         span = self.tracer.start_span(
-            self.spec.span_name,
+            # The name is the one field every viewer's tree shows (design-notes, issue 19).
+            self.spec.span_name + semconv.REPLAYED_NAME_SUFFIX,
             kind=self.spec.span_kind,
             attributes=attrs,
             links=links,
