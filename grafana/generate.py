@@ -36,7 +36,8 @@ DURATION = "traces_span_metrics_duration_seconds_bucket"
 SERVICE = 'service_name=~"$service"'
 BOUNDARY = f'{SERVICE}, spanpoint_boundary_kind!=""'
 TOOL = f'{SERVICE}, gen_ai_operation_name="execute_tool"'
-RUN_SPAN = f'{SERVICE}, span_name="spanpoint.run"'
+# The run's root span ("invoke_workflow {run name}"): the one span with spanpoint.run.status.
+RUN_SPAN = f'{SERVICE}, spanpoint_run_status!=""'
 ERROR = 'status_code="STATUS_CODE_ERROR"'
 
 
@@ -262,7 +263,7 @@ def _model_and_tool_panels() -> list:
 
 def run_detail() -> dash.Dashboard:
     """One run (by run id) or one LangGraph thread: its boundaries and a way to its trace."""
-    run_filter = '{ name = "spanpoint.run" && span.spanpoint.run.id = "$run_id" }'
+    run_filter = '{ span.spanpoint.run.root = true && span.spanpoint.run.id = "$run_id" }'
     select = (
         "select(span.spanpoint.boundary.kind, span.spanpoint.replayed,"
         " span.spanpoint.checkpoint.key)"
