@@ -18,6 +18,7 @@ from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint.capture import exception_text, record_failure
 from spanpoint.config import settings
 
 # Status is immutable: one instance serves every span that ends OK.
@@ -63,7 +64,7 @@ def _describe_graph_call(span: trace.Span, output: Any, thread_id: Any) -> None:
     try:
         span.set_attributes(describe_graph_output(output, thread_id))
     except Exception as exc:  # observability is best effort
-        span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
+        span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
 
 
 def mark_paused(output: Any) -> None:
@@ -101,7 +102,7 @@ def end_span(spec: BoundarySpec, span: trace.Span, output: Any) -> None:
             try:
                 span.set_attributes(dict(spec.describe(output)))
             except Exception as exc:  # observability is best effort
-                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
+                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
         span.set_status(STATUS_OK)
     span.end()
 
@@ -112,9 +113,8 @@ def fail_span(span: trace.Span, exc: BaseException) -> None:
             # An interrupt or a Command to the parent graph: LangGraph's control flow.
             paused_event(span, interrupt_ids(exc))
         else:
-            span.record_exception(exc)
+            record_failure(span, exc)  # message and stack trace redacted
             span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
     span.end()
 
 

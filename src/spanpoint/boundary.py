@@ -29,6 +29,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import processor, semconv, serde
+from spanpoint.capture import exception_text, record_failure, redact_text
 from spanpoint.config import settings
 from spanpoint.errors import (
     LeaseTimeoutError,
@@ -230,7 +231,7 @@ class _Call:
             try:
                 self.spec.on_replay(span, output)
             except Exception as exc:  # observability is best effort
-                span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exc}"])
+                span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exception_text(exc)}"])
         span.set_status(_OK)
         raised = _end_span(span)
         if raised is not None:
@@ -257,7 +258,7 @@ class _Call:
             try:
                 span.set_attributes(dict(self.spec.describe(output)))
             except Exception as exc:  # observability is best effort
-                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exc}"])
+                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
 
     def _journal(self, scope: RunScope, span: trace.Span, status: Any, error: str | None) -> None:
         ctx = span.get_span_context()
@@ -328,7 +329,7 @@ class _Execution:
                 encoded = call.spec.encode(output) if call.spec.encode else output
                 output_type, data = serde.dumps(encoded)
             except SerializationError as exc:
-                span.set_attribute(semconv.SERIALIZATION_ERROR, str(exc))
+                span.set_attribute(semconv.SERIALIZATION_ERROR, redact_text(str(exc)))
                 scope.warn(f"output of {call.path!r} was not committed: {exc}")
                 if scope.strict:
                     raise
@@ -374,9 +375,8 @@ class _Execution:
             if type(exc).__name__ == "GraphInterrupt":
                 span.add_event(semconv.EVENT_AGENT_PAUSED, _interrupt_attributes(exc))
             elif not control_flow:
-                span.record_exception(exc)
+                record_failure(span, exc)  # message and stack trace redacted
                 span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         raised = _end_span(span)  # a raising processor never replaces the body's exception
         if scope is None:
             return
@@ -390,7 +390,7 @@ class _Execution:
         if control_flow:
             call._journal(scope, span, "interrupted", None)
         else:
-            call._journal(scope, span, "error", f"{type(exc).__name__}: {exc}")
+            call._journal(scope, span, "error", exception_text(exc))
 
     def end(self) -> None:
         """End the span; the processor commits. Report a commit that did not happen.

@@ -5,8 +5,29 @@ Defaults follow the GenAI conventions: message free text is *not* captured unles
 state values are off; config and context are captured with secret-looking keys redacted.
 Every captured value is bounded (bytes, depth, items) and cycle-safe.
 
-Keys are matched as whole *words*: ``api_key``, ``authToken``, ``X-Authorization`` are
-redacted; ``max_tokens`` and ``author`` are not (``tokens`` and ``author`` are other words).
+Keys are matched by normalized *tokens*, never by substring. A key is split at ``_``, ``-``,
+``.``, spaces and camelCase humps and lower-cased (``Ocp-Apim-Subscription-Key`` → ocp, apim,
+subscription, key). It is secret when:
+
+* a token is a secret word (:data:`SECRET_WORDS`: ``password``, ``token``, ``jwt``, ``ssn``,
+  ``webhook`` ...), or a run-together compound that ends in one (``accesstoken``,
+  ``clientsecret``) or is a known qualifier + ``key`` (``privatekey``, ``openaikey``);
+* two adjacent tokens written together are such a token (``passWord`` → ``password``);
+* an adjacent pair is in :data:`SECRET_PAIRS` (``session_id``, ``connection_string``);
+* the *last* token is ``key`` after another token (``openai_key``, ``x-functions-key``,
+  ``*-subscription-key``), unless that token names a structural key
+  (:data:`STRUCTURAL_KEY_WORDS`: ``primary_key``, ``sort_key``, ``cache_key``).
+
+So ``max_tokens``, ``author``, ``keyboard``, ``monkey``, ``primary_key_column`` and a bare
+``key`` are kept: ``tokens``, ``author``, ``keyboard`` and ``monkey`` are other words, and
+``key`` alone or in the middle of a name is a lookup key far more often than a credential.
+
+Values are redacted by pattern whatever their key (:func:`redact_text`): provider tokens
+(``sk-…``, ``ghp_…``, ``AKIA…``, JWTs, ``Bearer …``), the password of a DSN or URL
+(``postgresql://user:****@host``), and secret-named ``name=value`` pairs in query strings and
+connection strings (``?token=****``, ``Password=****;``). Exception messages and stack
+traces go through the same patterns before they leave the process (:func:`exception_text`,
+:func:`record_failure`).
 """
 
 from __future__ import annotations
@@ -16,6 +37,7 @@ import itertools
 import json
 import os
 import re
+import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -34,6 +56,7 @@ SECRET_WORDS: frozenset[str] = frozenset(
         "passwd",
         "pwd",
         "secret",
+        "secrets",
         "token",
         "authorization",
         "auth",
@@ -44,6 +67,92 @@ SECRET_WORDS: frozenset[str] = frozenset(
         "bearer",
         "signature",
         "passphrase",
+        "jwt",
+        "webhook",
+        "webhooks",
+        "privatekey",
+        "ssn",
+        "dsn",
+        "otp",
+        "cvv",
+    }
+)
+#: Run-together compounds ending in one of these are secret (``accesstoken``, ``dbpassword``).
+SECRET_SUFFIXES: tuple[str, ...] = ("password", "passwd", "secret", "token", "passphrase")
+#: ``<word>key`` written as one token is secret for these words (``privatekey``, ``openaikey``).
+KEY_QUALIFIERS: frozenset[str] = frozenset(
+    {
+        "api",
+        "private",
+        "secret",
+        "access",
+        "subscription",
+        "function",
+        "functions",
+        "master",
+        "signing",
+        "encryption",
+        "account",
+        "license",
+        "admin",
+        "auth",
+        "openai",
+        "anthropic",
+        "azure",
+        "aws",
+        "google",
+        "gemini",
+        "mistral",
+        "cohere",
+        "groq",
+        "stripe",
+        "github",
+        "slack",
+        "sharedaccess",
+    }
+)
+#: Words before a final ``key`` that name a structural key, not a credential (``sort_key``).
+STRUCTURAL_KEY_WORDS: frozenset[str] = frozenset(
+    {
+        "primary",
+        "foreign",
+        "public",
+        "sort",
+        "partition",
+        "cache",
+        "idempotency",
+        "dedup",
+        "dedupe",
+        "lookup",
+        "row",
+        "hash",
+        "index",
+        "unique",
+        "composite",
+        "natural",
+        "surrogate",
+        "shard",
+        "routing",
+        "group",
+        "object",
+        "message",
+        "thread",
+        "run",
+        "step",
+        "checkpoint",
+        "state",
+        "store",
+        "item",
+        "entry",
+        "cursor",
+        "page",
+        "order",
+        "namespace",
+        "bucket",
+        "join",
+        "dict",
+        "map",
+        "s3",
     }
 )
 #: Adjacent word pairs that make a key secret (``api_key``, ``private-key``, ``accessKey``).
@@ -56,13 +165,35 @@ SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
         ("session", "id"),
         ("client", "secret"),
         ("set", "cookie"),
+        ("connection", "string"),
+        ("conn", "str"),
+        ("social", "security"),
+        ("credit", "card"),
+        ("card", "number"),
     }
 )
-#: Values that look like credentials whatever their key is called.
+#: The mask put in place of the password of a DSN or URL, or of a secret ``name=value``.
+MASK = "****"
+#: Values that look like credentials whatever their key is called. No ``\b``: without it the
+#: engine skips ahead to a possible first character, several times faster on the plain text
+#: most values are; :func:`redact_text` checks that a match starts a word.
 SECRET_VALUE = re.compile(
-    r"(?:\bsk-[A-Za-z0-9_-]{16,}|\bBearer\s+[A-Za-z0-9._~+/-]{8,}=*|\bgh[pousr]_[A-Za-z0-9]{20,}"
-    r"|\bAKIA[0-9A-Z]{16}\b|\bxox[baprs]-[A-Za-z0-9-]{10,}|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+    r"(?:sk-[A-Za-z0-9_-]{16,}|Bearer\s+[A-Za-z0-9._~+/-]{8,}=*|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}|[rs]k_(?:live|test)_[A-Za-z0-9]{10,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}(?![A-Za-z0-9_])"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r"|Basic\s+(?=[A-Za-z0-9+/]+[A-Z0-9+/])[A-Za-z0-9+/]{12,}={0,2}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)?)"
 )
+#: ``scheme://user:password@`` in a DSN or URL: the password is masked, the user kept.
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]]*:)([^\s@/]+)(@)")
+#: ``name=value`` in a query string, a connection string or free text; masked when ``name``
+#: is secret by the key rule (or a query-string credential such as ``key``, ``sig``, ``code``).
+_NAMED_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_.-])([A-Za-z][A-Za-z0-9_.-]{0,63})(\s*=\s*[\"']?)([^\s&;,#'\"]+)"
+)
+#: Query-string parameters that carry a credential although their name is no secret word.
+_QUERY_SECRETS = frozenset({"key", "sig", "code", "pass", "pw", "p"})
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\b|[^A-Za-z])|[A-Z]?[a-z]+|[0-9]+")
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -70,8 +201,22 @@ _SCALARS = frozenset({bool, int, float})
 
 
 def key_words(key: str) -> list[str]:
-    """Split a key into lower-case words: ``apiKey`` → api, key; ``MAX_TOKENS`` → max, tokens."""
+    """Split a key into lower-case words: ``apiKey`` → api, key; ``MAX_TOKENS`` → max, tokens.
+
+    ``_``, ``-``, ``.``, spaces and camelCase humps all separate words."""
     return [w.lower() for w in _WORD.findall(key.replace("-", "_"))]
+
+
+def _secret_word(word: str, extra: frozenset[str]) -> bool:
+    """One lower-case token: a secret word, or a run-together compound that makes one."""
+    if word in SECRET_WORDS or word in extra:
+        return True
+    if len(word) > 4:
+        if word.endswith(SECRET_SUFFIXES):
+            return True
+        if word.endswith("key") and word[:-3] in KEY_QUALIFIERS:
+            return True
+    return False
 
 
 def is_secret_key(key: object, extra: frozenset[str] = frozenset()) -> bool:
@@ -87,9 +232,14 @@ def is_secret_key(key: object, extra: frozenset[str] = frozenset()) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _is_secret_word_key(key: str, extra: frozenset[str]) -> bool:
     words = key_words(key)
-    if any(w in SECRET_WORDS or w in extra for w in words):
+    if any(_secret_word(w, extra) for w in words):
         return True
-    return any(pair in SECRET_PAIRS for pair in itertools.pairwise(words))
+    for pair in itertools.pairwise(words):
+        if pair in SECRET_PAIRS or _secret_word(pair[0] + pair[1], extra):
+            return True
+    # A final "key" after a qualifier (openai_key, x-functions-key, *-subscription-key), but
+    # not a structural one (primary_key, sort_key) and not a bare "key".
+    return len(words) >= 2 and words[-1] == "key" and words[-2] not in STRUCTURAL_KEY_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +401,72 @@ class CapturePolicy:
 
 
 def redact_text(text: str) -> str:
-    """Replace credential-looking substrings of free text with ``[REDACTED]``."""
-    return SECRET_VALUE.sub(REDACTED, text) if text else text
+    """Redact credentials in free text: tokens become ``[REDACTED]``; the password of a DSN
+    or URL and the value of a secret ``name=value`` become ``****``."""
+    if not text:
+        return text
+    text = SECRET_VALUE.sub(_redact_token, text)
+    if "://" in text:  # cheap pre-checks: most captured strings hold neither
+        text = _URL_CREDENTIALS.sub(_mask_url_password, text)
+    if "=" in text:
+        text = _NAMED_VALUE.sub(_mask_named_value, text)
+    return text
+
+
+def _redact_token(match: re.Match[str]) -> str:
+    start = match.start()
+    if start and match[0][0] != "-":  # a token starts a word: "task-…" holds no "sk-…"
+        before = match.string[start - 1]
+        if before.isalnum() or before == "_":
+            return match[0]
+    return REDACTED
+
+
+def _mask_url_password(match: re.Match[str]) -> str:
+    return f"{match[1]}{MASK}{match[3]}"
+
+
+def _mask_named_value(match: re.Match[str]) -> str:
+    name, start = match[1], match.start()
+    in_query = start > 0 and match.string[start - 1] in "?&"
+    if match[3] in (MASK, REDACTED) or not (
+        is_secret_key(name) or (in_query and name.lower() in _QUERY_SECRETS)
+    ):
+        return match[0]
+    return f"{name}{match[2]}{MASK}"
+
+
+def exception_text(exc: BaseException) -> str:
+    """``"Type: message"`` of an exception with credentials redacted: the one form in which an
+    exception message leaves the process (span status, journal, ``spanpoint show``)."""
+    return f"{type(exc).__name__}: {redact_text(_safe_str(exc))}"
+
+
+def record_failure(span: Any, exc: BaseException) -> None:
+    """Record ``exc`` on ``span`` as OpenTelemetry does, with its message and stack trace
+    redacted, and set the span's status to ERROR with the redacted ``"Type: message"``.
+
+    Every span path that records an exception goes through here: the SDK's own
+    ``record_exception`` would export ``str(exc)`` and the raw traceback.
+    """
+    from opentelemetry.trace import Status, StatusCode
+
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    span.record_exception(
+        exc,
+        attributes={
+            "exception.message": redact_text(_safe_str(exc)),
+            "exception.stacktrace": redact_text(stack),
+        },
+    )
+    span.set_status(Status(StatusCode.ERROR, exception_text(exc)))
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not turn one failure into another
+        return f"<unprintable {type(exc).__name__}>"
 
 
 def truncate(text: str, max_bytes: int) -> str:

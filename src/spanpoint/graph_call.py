@@ -17,7 +17,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCod
 
 from spanpoint import semconv
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
-from spanpoint.capture import CapturePolicy
+from spanpoint.capture import CapturePolicy, record_failure
 from spanpoint.config import settings
 from spanpoint.events import add_bounded_event
 from spanpoint.graph import request_fingerprint
@@ -366,10 +366,9 @@ def _end_ok(span: trace.Span, attributes: Mapping[str, Any]) -> None:
 
 def _end_failed(span: trace.Span, exc: BaseException) -> None:
     if span.is_recording():
-        span.record_exception(exc)
+        record_failure(span, exc)  # message and stack trace redacted
         span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
         span.set_attribute(semconv.STATUS, "failed")
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
     span.end()
 
 

@@ -25,6 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
 from spanpoint import semconv
+from spanpoint.capture import record_failure, redact_text
 from spanpoint.config import Settings, settings
 from spanpoint.errors import (
     ConfigurationError,
@@ -88,7 +89,9 @@ class RunScope:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warn(self, message: str) -> None:
-        """Log ``message`` and keep it for the run summary."""
+        """Log ``message`` and keep it for the run summary, credentials redacted (a warning
+        often quotes an exception, and it goes to the logs and the run span)."""
+        message = redact_text(message)
         logger.warning("spanpoint: %s", message)
         with self._lock:
             self.warnings.append(message)
@@ -308,8 +311,7 @@ class run:
             span.set_status(Status(StatusCode.OK))
         elif exc is not None:
             scope.status = "failed"
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            record_failure(span, exc)  # message and stack trace redacted
         else:
             if scope.status == "running":
                 scope.status = "completed"
