@@ -6,6 +6,10 @@ those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` prov
 or failed, with durations); ``spanpoint gc --older-than 30d`` deletes old runs (retention);
 ``spanpoint doctor`` says where checkpoints and traces go.
 Nothing imports this module.
+
+Everything printed that came from a user or a store (run ids, names, paths, exception
+messages, store descriptions) goes through :func:`spanpoint._terminal.visible`: Rich markup in
+it is printed literally and control characters (ANSI and OSC escape sequences) as escapes.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from spanpoint import __version__
+from spanpoint._terminal import quoted, visible
 from spanpoint.errors import SpanpointError
 from spanpoint.stores import CheckpointStore, open_store
 
@@ -31,7 +36,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
+# emoji=False: ``:name:`` in a run id or a message is text, not an emoji code.
+console = Console(emoji=False)
+
+# Enough for any store a terminal can show; beyond it SQLite's integers overflow.
+MAX_LIMIT = 1_000_000
 
 StoreOption = Annotated[
     str | None,
@@ -49,7 +58,7 @@ def _open(address: str | None) -> CheckpointStore:
     try:
         return open_store(address)
     except SpanpointError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {visible(exc)}")
         raise typer.Exit(2) from exc
 
 
@@ -57,10 +66,19 @@ def _when(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _check_limit(value: int) -> int:
+    if not 1 <= value <= MAX_LIMIT:
+        raise typer.BadParameter(f"{value} is not a number of runs; use 1 to {MAX_LIMIT}")
+    return value
+
+
 @app.command()
 def runs(
     store: StoreOption = None,
-    limit: Annotated[int, typer.Option(help="How many runs to list, newest first.")] = 50,
+    limit: Annotated[
+        int,
+        typer.Option(help="How many runs to list, newest first.", callback=_check_limit),
+    ] = 50,
     waiting: Annotated[
         bool, typer.Option("--waiting", help="List the runs waiting for input instead.")
     ] = False,
@@ -72,14 +90,19 @@ def runs(
         return
     records = st.list_runs(limit=limit)
     if not records:
-        console.print(f"no runs in {st.description}")
+        console.print(f"no runs in {visible(st.description)}")
         return
-    table = Table(title=f"runs in {st.description}")
+    table = Table(title=f"runs in {visible(st.description)}")
     for column in ("run id", "name", "attempts", "committed", "last status", "updated"):
         table.add_column(column)
     for r in records:
         table.add_row(
-            r.run_id, r.name or "", str(r.attempts), str(r.committed), r.status, _when(r.updated_at)
+            visible(r.run_id),
+            visible(r.name or ""),
+            str(r.attempts),
+            str(r.committed),
+            visible(r.status),
+            _when(r.updated_at),
         )
     console.print(table)
 
@@ -87,14 +110,20 @@ def runs(
 def _list_waits(st: CheckpointStore) -> None:
     waits = st.list_waits(pending_only=True)
     if not waits:
-        console.print(f"no run is waiting for input in {st.description}")
+        console.print(f"no run is waiting for input in {visible(st.description)}")
         return
-    table = Table(title=f"runs waiting for input in {st.description}")
+    table = Table(title=f"runs waiting for input in {visible(st.description)}")
     for column in ("run id", "wait", "question", "schema", "since"):
         table.add_column(column)
     for w in waits:
         schema = json.dumps(w.schema) if w.schema else ""
-        table.add_row(w.run_id, w.name, w.question or "", schema, _when(w.created_at))
+        table.add_row(
+            visible(w.run_id),
+            visible(w.name),
+            visible(w.question or ""),
+            visible(schema),
+            _when(w.created_at),
+        )
     console.print(table)
     console.print("provide a value: spanpoint input RUN_ID WAIT --json VALUE, then rerun the run")
 
@@ -113,15 +142,16 @@ def input_(
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         console.print(
-            f"[red]error:[/] --json {value!r} is not JSON ({exc}); quote strings: '\"yes\"'"
+            f"[red]error:[/] --json {visible(repr(value))} is not JSON ({visible(exc)}); "
+            "quote strings: '\"yes\"'"
         )
         raise typer.Exit(2) from exc
     try:
         provide_input(run_id, name, parsed, store=_open(store))
     except SpanpointError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {visible(exc)}")
         raise typer.Exit(2) from exc
-    console.print(f"provided {name!r} for run {run_id!r}; run it again to continue")
+    console.print(f"provided {quoted(name)} for run {quoted(run_id)}; run it again to continue")
 
 
 @app.command()
@@ -164,22 +194,25 @@ def show(run_id: str, store: StoreOption = None) -> None:
     st = _open(store)
     record = st.get_run(run_id)
     if record is None:
-        console.print(f"[red]no run {run_id!r} in {st.description}[/]; see `spanpoint runs`")
+        console.print(
+            f"[red]no run {quoted(run_id)} in {visible(st.description)}[/]; see `spanpoint runs`"
+        )
         raise typer.Exit(1)
     attempts: dict[int, list[_Node]] = defaultdict(list)
     for cp in st.list_checkpoints(run_id):
         took = _duration(cp.started_at_ns, cp.ended_at_ns)
-        label = f"{cp.kind} [bold]{cp.path}[/]  {_MARKS['ok']}  {took}"
+        label = f"{visible(cp.kind)} [bold]{visible(cp.path)}[/]  {_MARKS['ok']}  {took}"
         attempts[cp.attempt].append(_Node(label, cp.span_id, cp.parent_span_id, cp.started_at_ns))
     for j in st.list_journal(run_id):
-        mark = _MARKS[j.status] + (
-            f": {j.error}[/]" if j.error else ("[/]" if j.status == "error" else "")
+        mark = _MARKS.get(j.status, visible(j.status)) + (
+            f": {visible(j.error)}[/]" if j.error else ("[/]" if j.status == "error" else "")
         )
-        label = f"{j.kind} [bold]{j.path}[/]  {mark}  {_duration(j.started_at_ns, j.ended_at_ns)}"
+        took = _duration(j.started_at_ns, j.ended_at_ns)
+        label = f"{visible(j.kind)} [bold]{visible(j.path)}[/]  {mark}  {took}"
         attempts[j.attempt].append(_Node(label, j.span_id, j.parent_span_id, j.started_at_ns))
     title = (
-        f"run [bold]{run_id}[/] ({record.name or 'unnamed'}) — {record.attempts} attempt(s), "
-        f"last status {record.status}"
+        f"run [bold]{visible(run_id)}[/] ({visible(record.name or 'unnamed')}) — "
+        f"{record.attempts} attempt(s), last status {visible(record.status)}"
     )
     root = Tree(title)
     for attempt in range(1, record.attempts + 1):
@@ -215,10 +248,10 @@ def doctor(store: StoreOption = None) -> None:
 
     console.print(f"spanpoint {__version__}")
     st = _open(store)
-    console.print(f"store: {st.description} ({len(st.list_runs(limit=1_000_000))} runs)")
+    console.print(f"store: {visible(st.description)} ({len(st.list_runs(limit=MAX_LIMIT))} runs)")
     endpoint = otlp_endpoint()
     trace_file = os.environ.get("SPANPOINT_TRACE_FILE", DEFAULT_TRACE_FILE)
-    console.print(f"traces: {'OTLP ' + endpoint if endpoint else 'file ' + trace_file}")
+    console.print(f"traces: {visible('OTLP ' + endpoint if endpoint else 'file ' + trace_file)}")
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -233,7 +266,7 @@ def _parse_age(text: str) -> float:
         seconds = float(number) * (unit or 1)
     except ValueError:
         seconds = -1.0
-    if not seconds > 0:
+    if not 0 < seconds < float("inf"):  # also refuses nan, inf and 1e999
         raise typer.BadParameter(
             f"{text!r} is not an age; use a positive number with a unit: 30d, 12h, 90m, 45s, 2w"
         )
@@ -260,15 +293,19 @@ def gc(
         if dry_run:
             cutoff = time.time() - seconds
             old = [r for r in st.list_runs(limit=10_000_000) if r.updated_at < cutoff]
-            console.print(f"{len(old)} runs older than {older_than} in {st.description}")
+            console.print(
+                f"{len(old)} runs older than {visible(older_than)} in {visible(st.description)}"
+            )
             return
         deleted = st.delete_runs_older_than(seconds)
     except SpanpointError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {visible(exc)}")
         raise typer.Exit(2) from exc
     finally:
         st.close()
-    console.print(f"deleted {deleted} runs older than {older_than} from {st.description}")
+    console.print(
+        f"deleted {deleted} runs older than {visible(older_than)} from {visible(st.description)}"
+    )
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 
 import spanpoint
+from spanpoint._terminal import quoted, visible
 from spanpoint.graph import GraphRunner, RunRequest, build_resume_request
 from spanpoint.graph_results import RunResult
 from spanpoint.instrumentor import SpanpointInstrumentor
@@ -77,7 +78,6 @@ class TicketTriageModel(BaseChatModel):
         params = super()._get_ls_params(stop=stop, **kwargs)
         params.update(ls_provider="spanpoint-demo", ls_model_name=self.model_name)
         return params
-
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> TicketTriageModel:  # type: ignore[override]
         """Tools are known from the conversation; binding changes nothing."""
@@ -267,7 +267,8 @@ def main(*, run_id: str | None = None, echo: Callable[[Any], None] | None = None
     run_id = run_id or f"demo-ticket-42-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     if cfg.store.get_run(run_id) is not None:
         out(
-            f"[red]run {run_id!r} already exists in {cfg.store.description}[/]: the demo shows a "
+            f"[red]run {quoted(run_id)} already exists in {visible(cfg.store.description)}[/]: "
+            "the demo shows a "
             "first attempt, so it needs a new run id (omit --run-id for a fresh one)"
         )
         return 2

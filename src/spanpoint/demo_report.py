@@ -17,7 +17,9 @@ from opentelemetry.trace import StatusCode
 from rich.tree import Tree
 
 from spanpoint import semconv
+from spanpoint._terminal import visible
 from spanpoint.config import Settings
+from spanpoint.telemetry import exporters
 
 if TYPE_CHECKING:
     from spanpoint.demo import FlowOutcome
@@ -49,7 +51,9 @@ class DemoReport:
             "flow: load ticket → triage agent (fake model, Slack tool behind an approval "
             "interrupt) → write report → notify customer"
         )
-        self.out(f"run id: [bold]{run_id}[/]   store: {self.cfg.store.description}")
+        self.out(
+            f"run id: [bold]{visible(run_id)}[/]   store: {visible(self.cfg.store.description)}"
+        )
         self.out("write report crashes on attempt 1; attempt 2 reruns the same run id.\n")
 
     def attempt(self, number: int, outcome: FlowOutcome, counts: Counter[str]) -> None:
@@ -62,7 +66,7 @@ class DemoReport:
             _add(tree, root, spans)
         self.out(tree)
         if outcome.error is not None:
-            self.out(f"  [red]✗ {type(outcome.error).__name__}: {outcome.error}[/]")
+            self.out(f"  [red]✗ {type(outcome.error).__name__}: {visible(outcome.error)}[/]")
         effects = ", ".join(f"{label} {counts[key]}" for key, label in _EFFECTS[:2])
         self.out(f"  side effects so far: {effects}\n")
 
@@ -84,24 +88,41 @@ class DemoReport:
         for label, ok in checks.items():
             self.out(f"  {'[green]✓' if ok else '[red]✗'} {label}[/]")
         self._flush()
-        self.out(f"\ntraces: {self.cfg.trace_destination}")
-        self.out(f"run summaries (log records): {self.cfg.log_destination or 'not emitted'}")
-        self.out(f"metrics: {self.cfg.metric_destination or 'not emitted'}")
-        self.out(f"inspect the run: [bold]spanpoint show {outcomes[-1].run_id}[/]")
+        self.out("")
+        for line in self._exported():
+            self.out(line)
+        self.out(f"inspect the run: [bold]spanpoint show {visible(outcomes[-1].run_id)}[/]")
         return 0 if all(checks.values()) else 1
 
     def _flush(self) -> None:
-        for provider in (
-            self.cfg.tracer_provider,
-            self.cfg._logger_provider,
-            self.cfg._meter_provider,
+        # Together and bounded by the export timeout: a closed, hanging or throttling
+        # collector delays the demo by OTEL_EXPORTER_OTLP_TIMEOUT at most, not once per signal.
+        budget = exporters.exit_budget_s()
+        providers = (self.cfg.tracer_provider, self.cfg._logger_provider, self.cfg._meter_provider)
+        if not all(exporters.flush(providers, budget)):
+            self.out(
+                f"[yellow]telemetry was still being exported after {budget:g} s "
+                "(OTEL_EXPORTER_OTLP_TIMEOUT); the counts below may be short[/]"
+            )
+
+    def _exported(self) -> list[str]:
+        """Per signal: what the exporters spanpoint built delivered, and why not when they
+        failed. A destination that rejected everything is reported as a failure."""
+        lines = []
+        for label, signal, destination in (
+            ("traces", "traces", self.cfg.trace_destination),
+            ("run summaries (log records)", "logs", self.cfg.log_destination),
+            ("metrics", "metrics", self.cfg.metric_destination),
         ):
-            flush = getattr(provider, "force_flush", None)
-            if callable(flush):
-                try:
-                    flush()
-                except Exception as exc:  # a slow or absent collector must not fail the demo
-                    self.out(f"[yellow]could not flush telemetry: {exc}[/]")
+            tallies = [] if destination.startswith("application") else exporters.tallies(signal)
+            if not tallies:  # the application's own provider, or OTEL_<SIGNAL>_EXPORTER=none
+                lines.append(f"{label}: {visible(destination or 'not emitted')}")
+            for tally in tallies:
+                text = visible(tally.summary())
+                lines.append(f"{label}: [red]{text}[/]" if tally.failed else f"{label}: {text}")
+                if tally.hint():
+                    lines.append(f"  [yellow]{tally.hint()}[/]")
+        return lines
 
 
 def _roots(spans: list[ReadableSpan]) -> list[ReadableSpan]:
@@ -124,9 +145,9 @@ def _label(span: ReadableSpan) -> str:
     name = span.name
     if attrs.get(semconv.REPLAYED):  # the marker below says it; the name need not twice
         name = name.removesuffix(semconv.REPLAYED_NAME_SUFFIX)
-    parts = [f"[bold]{name}[/]"]
+    parts = [f"[bold]{visible(name)}[/]"]
     if span.status.status_code is StatusCode.ERROR:
-        parts.append(f"[red]✗ {span.status.description}[/]")
+        parts.append(f"[red]✗ {visible(span.status.description)}[/]")
     elif attrs.get(semconv.REPLAYED):
         parts.append("[cyan]↺ replayed from the store[/]")
     elif semconv.CHECKPOINT_KEY in attrs:
