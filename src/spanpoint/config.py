@@ -2,9 +2,10 @@
 
 - With an application-provided SDK ``TracerProvider`` it only adds the checkpoint processor
   (and wraps the provider's sampler so boundaries stay durable when sampled out).
-- With none, it installs one that honours the standard ``OTEL_*`` variables: OTLP export when
+- With none, it installs one that honours the standard ``OTEL_*`` variables
+  (``spanpoint.telemetry.exporters``): ``OTEL_TRACES_EXPORTER``, and OTLP export when
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the traces-specific variable) is set, otherwise a local
-  JSON-lines trace file under ``.spanpoint/``.
+  JSON-lines trace file under ``.spanpoint/``. Exit waits at most the export timeout.
 
 It is idempotent: calling it again never adds a second processor or exporter.
 """
@@ -15,7 +16,7 @@ import json
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,17 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import _get_from_env_or_default
 
-from spanpoint import semconv
+from spanpoint import semconv, serde
 from spanpoint.capture import CapturePolicy
 from spanpoint.errors import ConfigurationError
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
+from spanpoint.telemetry import exporters as _exporters
+from spanpoint.telemetry.files import PrivateAppender
 
 __version__ = "0.1.0"
 
 DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
-_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
 @dataclass
@@ -56,6 +58,8 @@ class Settings:
     metric_destination: str = ""
     _logger_provider: Any = field(default=None, repr=False)
     _meter_provider: Any = field(default=None, repr=False)
+    #: The user's types checkpoints may name (``configure(allowed_types=...)``).
+    allowed_types: tuple[type | str, ...] = ()
 
     @property
     def store(self) -> CheckpointStore:
@@ -129,6 +133,7 @@ def configure(
     trace_file: str | os.PathLike[str] | None = None,
     logger_provider: Any = None,
     meter_provider: Any = None,
+    allowed_types: Iterable[type | str] | None = None,
 ) -> Settings:
     """Wire spanpoint into OpenTelemetry and select the default checkpoint store.
 
@@ -146,6 +151,11 @@ def configure(
             metrics go to ``logs.jsonl`` / ``metrics.jsonl`` in the same folder).
         logger_provider / meter_provider: where run summaries and metrics go; default the
             global SDK ones, else OTLP when an endpoint is set, else the local files.
+        allowed_types: your own types that stored checkpoints may name, beyond JSON-like
+            values, std types, LangChain messages and LangGraph types (classes, or
+            ``"package.module:Name"`` strings). A checkpoint naming any other type is refused
+            before anything is imported, and the boundary executes again. Default: the
+            previous list, else none.
     """
     global _SETTINGS
     _check_positive("lease_ttl_s", lease_ttl_s)
@@ -187,8 +197,19 @@ def configure(
         settings.telemetry_dir = os.fspath(
             Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE).parent
         )
+        _set_allowed_types(settings, previous, allowed_types)
         _SETTINGS = settings
         return settings
+
+
+def _set_allowed_types(
+    settings: Settings, previous: Settings | None, allowed_types: Iterable[type | str] | None
+) -> None:
+    chosen = previous.allowed_types if allowed_types is None and previous else allowed_types
+    try:
+        settings.allowed_types = serde.set_allowed_types(chosen or ())
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def _choose_log_and_metric_providers(
@@ -219,6 +240,7 @@ def reset_for_tests() -> None:
     global _SETTINGS
     with _LOCK:
         _SETTINGS = None
+        serde.set_allowed_types(())
 
 
 def _check_positive(name: str, value: float | None) -> None:
@@ -239,6 +261,8 @@ def _resolve_provider(
     sdk_provider = TracerProvider(
         sampler=DurableSampler(_get_from_env_or_default()),
         resource=Resource.create({"service.name": _service_name()}),
+        # Shut down with the log and metric providers, together and bounded (telemetry/).
+        shutdown_on_exit=False,
     )
     wire_provider(sdk_provider)
     destination = _add_default_exporter(sdk_provider, trace_file)
@@ -246,6 +270,7 @@ def _resolve_provider(
     actual = trace.get_tracer_provider()
     if actual is not sdk_provider:  # someone set a provider first: use theirs
         return _resolve_provider(actual, trace_file)
+    _exporters.shutdown_at_exit(sdk_provider)
     return sdk_provider, destination
 
 
@@ -278,37 +303,21 @@ def _service_name() -> str:
 
 
 def otlp_endpoint() -> str | None:
-    """The OTLP endpoint from the standard variables, if any."""
-    for var in _ENDPOINT_VARS:
-        if os.environ.get(var):
-            return os.environ[var]
-    return None
+    """The OTLP endpoint traces go to, resolved as the SDK does; None when not OTLP."""
+    resolved = _exporters.resolve("traces")
+    return resolved.endpoint if "otlp" in resolved.kinds else None
 
 
 def _add_default_exporter(
     provider: TracerProvider, trace_file: str | os.PathLike[str] | None
 ) -> str:
-    endpoint = otlp_endpoint()
-    if endpoint:
-        protocol = os.environ.get(
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-        )
-        exporter: SpanExporter
-        if protocol.startswith("http"):
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter()
-        else:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter as GrpcOTLPSpanExporter,
-            )
-
-            exporter = GrpcOTLPSpanExporter()
-        provider.add_span_processor(BatchSpanProcessor(exporter))
-        return f"OTLP {endpoint}"
+    # One resolution of OTEL_TRACES_EXPORTER and the endpoint/protocol/timeout variables; a
+    # malformed value is a ConfigurationError naming the variable.
+    resolved = _exporters.resolve("traces")
     path = Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE)
-    provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path)))
-    return f"file {path}"
+    for exporter in _exporters.build(resolved, lambda: JsonLinesSpanExporter(path), str(path)):
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    return resolved.describe(str(path))
 
 
 class JsonLinesSpanExporter(SpanExporter):
@@ -316,17 +325,12 @@ class JsonLinesSpanExporter(SpanExporter):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        self._file = PrivateAppender(self.path)  # 0600 in a 0700 folder
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Append ``spans`` to the file."""
         lines = [json.dumps(span_to_dict(s), separators=(",", ":")) for s in spans]
-        try:
-            with self._lock:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write("\n".join(lines) + "\n")
-        except OSError:
+        if not self._file.append(lines):
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 

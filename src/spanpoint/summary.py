@@ -9,8 +9,9 @@ Observability writes are best effort (design invariant 5): a failing logger, met
 exporter never changes a graph result. ``spanpoint.configure(strict=True)`` raises instead.
 
 Where they go is decided by ``spanpoint.configure``: the application's logger and meter
-providers when it has SDK ones, OTLP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, else
-JSON-lines files next to the local trace file (``.spanpoint/logs.jsonl``, ``metrics.jsonl``).
+providers when it has SDK ones, else what ``OTEL_LOGS_EXPORTER`` / ``OTEL_METRICS_EXPORTER``
+and the OTLP variables ask (per-signal over generic), else, with no endpoint, JSON-lines files
+next to the local trace file (``.spanpoint/logs.jsonl``, ``metrics.jsonl``).
 """
 
 from __future__ import annotations
@@ -45,10 +46,12 @@ from opentelemetry.sdk.resources import Resource
 
 from spanpoint import semconv
 from spanpoint._per_provider import PerProvider
-from spanpoint.config import __version__, otlp_endpoint, settings
+from spanpoint.config import __version__, settings
 from spanpoint.errors import SpanpointError
 from spanpoint.graph_results import RunResult
 from spanpoint.run import current_run
+from spanpoint.telemetry import exporters
+from spanpoint.telemetry.files import PrivateAppender
 
 logger = logging.getLogger("spanpoint")
 
@@ -258,52 +261,33 @@ _instruments: PerProvider[_Instruments] = PerProvider(_Instruments)
 
 
 def default_logger_provider(local_dir: Path) -> tuple[LoggerProvider, str]:
-    """An SDK logger provider: OTLP when an endpoint is set, else ``local_dir/logs.jsonl``."""
-    provider = SdkLoggerProvider(resource=_resource())
-    exporter: LogRecordExporter
-    if _endpoint("LOGS"):
-        if _protocol("LOGS").startswith("http"):
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # type: ignore[assignment]
-                OTLPLogExporter,
-            )
-        exporter, where = OTLPLogExporter(), f"OTLP {_endpoint('LOGS')}"
-    else:
-        path = local_dir / "logs.jsonl"
-        exporter, where = JsonLinesLogExporter(path), f"file {path}"
-    provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
-    return provider, where
+    """An SDK logger provider as ``OTEL_LOGS_EXPORTER`` and the OTLP variables ask (see
+    ``spanpoint.telemetry.exporters``); with no endpoint, ``local_dir/logs.jsonl``."""
+    resolved = exporters.resolve("logs")
+    path = local_dir / "logs.jsonl"
+    # Shut down with the tracer and meter providers, together and bounded.
+    provider = SdkLoggerProvider(resource=_resource(), shutdown_on_exit=False)
+    for exporter in exporters.build(resolved, lambda: JsonLinesLogExporter(path), str(path)):
+        provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    exporters.shutdown_at_exit(provider)
+    return provider, resolved.describe(str(path))
 
 
 def default_meter_provider(local_dir: Path) -> tuple[MeterProvider, str]:
-    """An SDK meter provider: OTLP when an endpoint is set, else ``local_dir/metrics.jsonl``."""
-    exporter: MetricExporter
-    if _endpoint("METRICS"):
-        if _protocol("METRICS").startswith("http"):
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-                OTLPMetricExporter,
-            )
-        else:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (  # type: ignore[assignment]
-                OTLPMetricExporter,
-            )
-        exporter, where = OTLPMetricExporter(), f"OTLP {_endpoint('METRICS')}"
-    else:
-        path = local_dir / "metrics.jsonl"
-        exporter, where = JsonLinesMetricExporter(path), f"file {path}"
-    reader = PeriodicExportingMetricReader(exporter)
-    return SdkMeterProvider(metric_readers=[reader], resource=_resource()), where
-
-
-def _endpoint(signal: str) -> str | None:
-    return os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT") or otlp_endpoint()
-
-
-def _protocol(signal: str) -> str:
-    return os.environ.get(
-        f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+    """An SDK meter provider chosen like :func:`default_logger_provider` (``metrics.jsonl``)."""
+    resolved = exporters.resolve("metrics")
+    path = local_dir / "metrics.jsonl"
+    readers = [
+        PeriodicExportingMetricReader(exporter)
+        for exporter in exporters.build(
+            resolved, lambda: JsonLinesMetricExporter(path), str(path)
+        )
+    ]
+    provider = SdkMeterProvider(
+        metric_readers=readers, resource=_resource(), shutdown_on_exit=False
     )
+    exporters.shutdown_at_exit(provider)
+    return provider, resolved.describe(str(path))
 
 
 def _resource() -> Resource:
@@ -317,7 +301,7 @@ class JsonLinesLogExporter(LogRecordExporter):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        self._file = PrivateAppender(self.path)  # 0600 in a 0700 folder
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         """Append ``batch`` to the file."""
@@ -340,7 +324,7 @@ class JsonLinesLogExporter(LogRecordExporter):
                     default=str,
                 )
             )
-        return _append(self.path, self._lock, lines, LogRecordExportResult)
+        return _append(self._file, lines, LogRecordExportResult)
 
     def shutdown(self) -> None:
         """Nothing held open between exports."""
@@ -356,14 +340,14 @@ class JsonLinesMetricExporter(MetricExporter):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__()
         self.path = Path(path)
-        self._lock = threading.Lock()
+        self._file = PrivateAppender(self.path)  # 0600 in a 0700 folder
 
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
     ) -> MetricExportResult:
         """Append one collection to the file."""
         line = json.dumps(json.loads(metrics_data.to_json(indent=None)), separators=(",", ":"))
-        return _append(self.path, self._lock, [line], MetricExportResult)
+        return _append(self._file, [line], MetricExportResult)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         """Exports write synchronously."""
@@ -373,12 +357,5 @@ class JsonLinesMetricExporter(MetricExporter):
         """Nothing held open between exports."""
 
 
-def _append(path: Path, lock: threading.Lock, lines: list[str], result: Any) -> Any:
-    try:
-        with lock:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write("\n".join(lines) + "\n")
-    except OSError:
-        return result.FAILURE
-    return result.SUCCESS
+def _append(file: PrivateAppender, lines: list[str], result: Any) -> Any:
+    return result.SUCCESS if file.append(lines) else result.FAILURE

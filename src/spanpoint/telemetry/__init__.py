@@ -1,0 +1,1 @@
+"""OpenTelemetry plumbing that knows nothing of runs: exporters, providers, local files."""
