@@ -33,14 +33,16 @@ from tests.fakes import count_effect, read_effects
 
 
 class RaisingProcessor(SimpleSpanProcessor):
-    """A real SDK processor whose ``on_end`` raises for boundary spans (a buggy user one)."""
+    """A real SDK processor whose ``on_end`` raises for boundary spans, or for every span
+    (a buggy application processor)."""
 
-    def __init__(self) -> None:
+    def __init__(self, every_span: bool = False) -> None:
         super().__init__(InMemorySpanExporter())
+        self.every_span = every_span
         self.raised = 0
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.attributes and semconv.BOUNDARY_KIND in span.attributes:
+        if self.every_span or (span.attributes and semconv.BOUNDARY_KIND in span.attributes):
             self.raised += 1
             raise RuntimeError("processor bug: cannot handle this span")
         super().on_end(span)
@@ -157,20 +159,22 @@ def test_a_body_that_ends_its_own_span_is_not_committed(
 # --- a span processor that raises ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("every_span", [False, True], ids=["boundary_spans", "every_span"])
 def test_a_processor_that_raises_before_spanpoints_changes_nothing(
-    store: SqliteStore, effects: Path, caplog: pytest.LogCaptureFixture
+    store: SqliteStore, effects: Path, every_span: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    raising = RaisingProcessor()
+    raising = RaisingProcessor(every_span)
     exporter = InMemorySpanExporter()
     configure(store, raising, SimpleSpanProcessor(exporter))
     with caplog.at_level(logging.WARNING, logger="spanpoint"):
         first, second = two_attempts(effects)
     assert read_effects(effects)["charge"] == 1  # committed on attempt 1, replayed on attempt 2
     assert [cp.name for cp in store.list_checkpoints("R")] == ["charge"]
-    assert raising.raised == 2  # the executed span, then the replayed one
+    assert raising.raised == (4 if every_span else 2)  # executed and replayed (+ run spans)
     assert any("span processor raised" in w and "processor bug" in w for w in first.warnings)
     assert any("span processor raised" in w for w in second.warnings)
     assert first.status == second.status == "completed"
+    assert [r.status for r in store.list_runs(limit=5)] == ["completed"]  # the run's end kept
 
 
 def test_a_processor_that_raises_after_spanpoints_changes_nothing(

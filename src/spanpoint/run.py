@@ -321,7 +321,10 @@ class run:
             span.set_attribute(semconv.RUN_COMMIT_FAILURES, scope.commit_failures)
         if scope.warnings:
             span.set_attribute(semconv.WARNINGS, scope.warnings[:20])
-        self._span_cm.__exit__(None, None, None)
+        try:
+            self._span_cm.__exit__(None, None, None)
+        except Exception as err:  # a raising span processor must not lose the run's end
+            scope.warn(f"a span processor raised ending the span of run {scope.run_id!r}: {err}")
         try:
             scope.store.finish_run(scope.run_id, scope.status, scope.journal)
         except StoreError as err:
