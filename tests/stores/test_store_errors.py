@@ -246,7 +246,7 @@ def test_a_store_file_deleted_or_replaced_mid_run_is_reported(
     with caplog.at_level(logging.WARNING, logger="spanpoint"), spanpoint.run(run_id) as run:
         assert [work(i) for i in range(3)] == [0, 1, 2]
     reported = [w for w in run.warnings if f"was {how}" in w]
-    # Step 0's commit and steps 1 and 2 (lookup and commit each): never lost in silence.
+    # The commits of steps 0, 1 and 2, each reported: never lost in silence.
     assert len(reported) >= 3, run.warnings
     assert any("executed but was not committed" in w for w in reported)
     assert f"was {how}" in caplog.text

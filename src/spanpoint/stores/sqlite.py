@@ -465,7 +465,6 @@ class SqliteStore:
     )
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
-        self._check_identity()  # a boundary starts: is the store still the file we opened?
         if not fresh:
             # A committed checkpoint is final, so a replay needs one read and no write lock.
             row = self._run("claim", lambda c: c.execute(self._GET, (key,)).fetchone(), write=False)
@@ -538,7 +537,9 @@ class SqliteStore:
     )
 
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
-        self._check_identity()  # a commit into a deleted file would be lost in silence
+        # A commit into a deleted file would be lost in silence. Checked at commits (and run
+        # starts), not at replays: a replay reads the open file, whatever its path names now.
+        self._check_identity()
         params = (*checkpoint_row(checkpoint), digest_of(checkpoint))
         return self._run("put", lambda c: c.execute(self._PUT, params).rowcount == 1, write=False)
 
