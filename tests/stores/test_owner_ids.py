@@ -35,3 +35,18 @@ def test_another_host_or_a_malformed_owner_is_never_dead() -> None:
 def test_owner_ids_are_per_process_and_unique_per_call() -> None:
     assert process_owner_id() == process_owner_id()
     assert new_owner_id() != new_owner_id()
+
+
+def test_execution_owner_ids_are_unique_and_keep_the_process_part() -> None:
+    """Each execution is its own lease owner; its process part still tells a dead process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spanpoint.stores.base import execution_owner_id
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        owners = list(pool.map(lambda _: execution_owner_id(), range(2000)))
+    assert len(set(owners)) == 2000
+    assert all(o.startswith(process_owner_id() + ".") for o in owners)
+    assert not owner_is_dead_here(owners[0])  # this process: alive
+    host, _, token = owners[0].rsplit(":", 2)
+    assert owner_is_dead_here(f"{host}:{dead_pid()}:{token}")  # same form, a dead pid
