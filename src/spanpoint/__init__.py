@@ -34,6 +34,8 @@ from spanpoint.errors import (
     SpanpointError,
     StoreError,
     StoreUnavailableError,
+    UnfingerprintableInputError,
+    UntrustedCheckpointError,
 )
 from spanpoint.policy import CallCheckpointPolicy
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
@@ -96,6 +98,8 @@ __all__ = [
     "SqliteStore",
     "StoreError",
     "StoreUnavailableError",
+    "UnfingerprintableInputError",
+    "UntrustedCheckpointError",
     "__version__",
     "build_resume_request",
     "compile_guarded_graph",

@@ -36,6 +36,7 @@ from spanpoint.errors import (
     SerializationError,
     StoreError,
     StoreUnavailableError,
+    UnfingerprintableInputError,
 )
 from spanpoint.run import (
     Frame,
@@ -126,7 +127,17 @@ class _Call:
         attrs[semconv.BOUNDARY_KIND] = spec.kind
         attrs[semconv.BOUNDARY_NAME] = spec.name
         if scope is not None and self.parent is not None:
-            fp = spec.fingerprint or serde.fingerprint(spec.identity)
+            try:
+                fp = spec.fingerprint or serde.fingerprint(spec.identity)
+            except UnfingerprintableInputError as exc:
+                # Not cacheable: executed every time, never keyed by a type name (a key
+                # shared by different inputs would replay one input's output for another).
+                message = f"boundary {self.path!r} is not cacheable, executing: {exc}"
+                scope.warn(message)
+                attrs[semconv.WARNINGS] = [message]
+                self.scope = None
+                self.frame = Frame(self.path, self.key)
+                return
             self.ordinal = self.parent.next_ordinal(spec.name, fp)
             self.key = serde.checkpoint_key(
                 scope.run_id, f"{self.parent.identity}/{spec.name}", self.ordinal, fp

@@ -39,6 +39,34 @@ class CorruptCheckpointError(StoreError):
     """A stored checkpoint cannot be decoded. The boundary executes instead of replaying."""
 
 
+class UntrustedCheckpointError(CorruptCheckpointError):
+    """A stored checkpoint names a type (or format) that is not allowed, so it was refused
+    before anything was imported or called. The boundary executes instead of replaying.
+
+    Allow your own types with ``spanpoint.configure(allowed_types=[MyType, ...])``.
+    """
+
+
+class UnfingerprintableInputError(SerializationError):
+    """A boundary input has no state spanpoint can read faithfully, so the boundary is not
+    cacheable: it executes every time (with a warning naming the argument)."""
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        self.type_name = type_name
+        self.reason = reason
+        #: Where the value sits in the input, outermost first ("'ticket'", "[0]", ".lock").
+        self.path: list[str] = []
+        super().__init__(type_name, reason)
+
+    def __str__(self) -> str:
+        where = "".join(self.path) or "the input"
+        return (
+            f"{where} is a {self.type_name}, which {self.reason}, so the boundary cannot be "
+            "fingerprinted and is not cacheable; make it a dataclass, a pydantic model or an "
+            "object with readable attributes, or mark the boundary replay=False"
+        )
+
+
 class LeaseTimeoutError(StoreError):
     """Another worker holds a live lease on a boundary and did not commit it in time."""
 

@@ -17,7 +17,6 @@ inside (``spanpoint.middleware.CheckpointMiddleware``) are the boundaries. Strea
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -29,7 +28,7 @@ from langgraph.types import Command
 from spanpoint import serde
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
-from spanpoint.errors import ConfigurationError, NotInterruptedError
+from spanpoint.errors import ConfigurationError, NotInterruptedError, UnfingerprintableInputError
 from spanpoint.graph_results import InterruptInfo, RunResult
 
 logger = logging.getLogger("spanpoint")
@@ -130,22 +129,19 @@ _CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure
 def _plain_identity_template() -> tuple[str, str, str]:
     """The canonical JSON of a plain call's identity, cut around its input and thread id.
 
-    canonical() of the identity mapping lists its items sorted by key; the four empty parts
-    are the same for every plain call, so their text is built once, here.
+    The four other parts are the same for every plain call, so their text is built once,
+    here, by serde.canonical itself (two str marks stand for the input and the thread id).
     """
     marks = ("\x00input\x00", "\x00thread\x00")
-    empty = serde.canonical({})
-    view = {
-        "__map__": [
-            ("checkpoint_ns", None),
-            ("configurable", empty),
-            ("context", None),
-            ("input", marks[0]),
-            ("kwargs", empty),
-            ("thread_id", marks[1]),
-        ]
+    identity = {
+        "checkpoint_ns": None,
+        "configurable": {},
+        "context": None,
+        "input": marks[0],
+        "kwargs": {},
+        "thread_id": marks[1],
     }
-    text = _CANONICAL_JSON.encode(view)
+    text = _CANONICAL_JSON.encode(serde.canonical(identity))
     head, rest = text.split(_CANONICAL_JSON.encode(marks[0]))
     middle, tail = rest.split(_CANONICAL_JSON.encode(marks[1]))
     return head, middle, tail
@@ -161,16 +157,14 @@ def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | Non
     that both agree)."""
     if req.checkpoint_ns is not None or req.context is not None or req.configurable or kwargs:
         return None
+    try:
+        view = serde.canonical(req.input)
+    except UnfingerprintableInputError:
+        return None  # the general path computes it again and the boundary reports it
     text = "".join(
-        (
-            _HEAD,
-            _CANONICAL_JSON.encode(serde.canonical(req.input)),
-            _MIDDLE,
-            _CANONICAL_JSON.encode(req.thread_id),
-            _TAIL,
-        )
+        (_HEAD, _CANONICAL_JSON.encode(view), _MIDDLE, _CANONICAL_JSON.encode(req.thread_id), _TAIL)
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    return serde.text_digest(text)
 
 
 def build_resume_request(
