@@ -252,7 +252,27 @@ def test_a_store_file_deleted_or_replaced_mid_run_is_reported(
     assert f"was {how}" in caplog.text
 
     with pytest.raises(StoreError, match=f"was {how}"), spanpoint.run(run_id, strict=True):
-        work(5)
+        work(5)  # a new run on the lost file does not start
+    telemetry.provider.shutdown()
+    store.close()
+
+
+def test_strict_mode_raises_at_the_first_commit_after_the_file_is_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store = SqliteStore(path)
+    telemetry = make_telemetry(store)
+    effects = tmp_path / "effects.txt"
+
+    @spanpoint.step(name="work")
+    def work(i: int) -> int:
+        effect(effects, str(i))
+        return i
+
+    with pytest.raises(StoreError, match="was deleted"), spanpoint.run("strict-gone", strict=True):
+        work(0)
+        path.unlink()
+        work(1)
+    assert (tmp_path / "effects.txt").read_text().split() == ["0", "1"]
     telemetry.provider.shutdown()
     store.close()
 
