@@ -26,10 +26,16 @@ _DECODERS: dict[str, Any] = {
 
 
 class OtlpReceiver:
-    """Collects decoded OTLP export requests by path."""
+    """Collects decoded OTLP export requests by path.
 
-    def __init__(self) -> None:
+    ``status``: the HTTP status it answers with (e.g. 405, to play a traces-only backend that
+    rejects everything); requests are counted (``hits``) whatever it answers.
+    """
+
+    def __init__(self, status: int = 200) -> None:
         self.requests: dict[str, list[Any]] = {path: [] for path in _DECODERS}
+        self.hits: dict[str, int] = {}
+        self.status = status
         self._lock = threading.Lock()
         receiver = self
 
@@ -38,9 +44,12 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver._lock:
+                    receiver.hits[self.path] = receiver.hits.get(self.path, 0) + 1
                 decoder = _DECODERS.get(self.path)
-                if decoder is None:
-                    self.send_response(404)
+                if decoder is None or receiver.status != 200:
+                    self.send_response(404 if decoder is None else receiver.status)
+                    self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 message = decoder()
@@ -65,6 +74,27 @@ class OtlpReceiver:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def log_records(self) -> Iterator[Any]:
+        """Every log record received, in arrival order."""
+        with self._lock:
+            requests = list(self.requests["/v1/logs"])
+        for request in requests:
+            for resource_logs in request.resource_logs:
+                for scope_logs in resource_logs.scope_logs:
+                    yield from scope_logs.log_records
+
+    def metric_names(self) -> set[str]:
+        """The names of every metric received."""
+        with self._lock:
+            requests = list(self.requests["/v1/metrics"])
+        return {
+            metric.name
+            for request in requests
+            for resource_metrics in request.resource_metrics
+            for scope_metrics in resource_metrics.scope_metrics
+            for metric in scope_metrics.metrics
+        }
 
     def spans(self) -> Iterator[Any]:
         """Every span received, in arrival order."""

@@ -45,7 +45,8 @@ def test_demo_crashes_once_then_replays(tmp_path: Path) -> None:
 
 
 def test_demo_names_the_otlp_endpoint_when_set(tmp_path: Path) -> None:
-    # Nothing listens there: exports fail quietly and the demo still completes.
+    # Nothing listens there: the demo still completes, and says the export failed and why
+    # instead of naming the endpoint as where the telemetry went.
     done = run_demo(
         tmp_path,
         OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
@@ -53,8 +54,15 @@ def test_demo_names_the_otlp_endpoint_when_set(tmp_path: Path) -> None:
         OTEL_EXPORTER_OTLP_TIMEOUT="1",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "traces: OTLP http://127.0.0.1:9" in done.stdout
-    assert "run summaries (log records): OTLP http://127.0.0.1:9" in done.stdout
+    assert "traces: export FAILED — OTLP http://127.0.0.1:9/v1/traces accepted none" in done.stdout
+    why = done.stdout.split("traces: export FAILED", 1)[1].splitlines()[0].split(" spans: ")[1]
+    # With a 1 s timeout the exporter may give up before it logs the refused connection.
+    gave_up = "gave up: no success within the export timeout and its retries"
+    assert why in ("connection refused (nothing listens there)", gave_up)
+    assert (
+        "run summaries (log records): export FAILED — OTLP http://127.0.0.1:9/v1/logs"
+        in done.stdout
+    )
 
 
 def test_demo_traces_model_and_tool_calls_and_warns_about_nothing(tmp_path: Path) -> None:

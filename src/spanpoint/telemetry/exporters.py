@@ -154,8 +154,8 @@ def _check_endpoint(var: str, value: str, protocol: str) -> str:
                 problem = "it has no host"
     if problem:
         raise ConfigurationError(
-            f"{var}={value!r} is not a valid OTLP endpoint ({problem}); use a URL such as "
-            f"{var}={example}"
+            f"{var}={value!r} is not a valid OTLP endpoint ({problem}); use a URL, "
+            f"for example {var}={example}"
         )
     return value
 
@@ -309,12 +309,13 @@ def _reason(messages: Sequence[str]) -> str:
         why = f"HTTP {match.group(1)} {match.group(2).strip()}"
     elif "too many requests" in lowered:
         why = "HTTP 429 Too Many Requests (throttled)"
+    elif "http/2" in lowered:
+        # gRPC's "failed to connect to all addresses" hides this: something answered.
+        why = "the endpoint does not speak gRPC (Failed parsing HTTP/2)"
     elif "connection refused" in lowered or "failed to connect" in lowered:
         why = "connection refused (nothing listens there)"
     elif "timed out" in lowered or "deadline_exceeded" in lowered or "deadline exceeded" in lowered:
         why = "no answer within the export timeout"
-    elif "http/2" in lowered:
-        why = "the endpoint does not speak gRPC (Failed parsing HTTP/2)"
     elif first:
         why = first if len(first) <= 200 else first[:197] + "..."
     elif gave_up:
