@@ -372,3 +372,31 @@ def test_an_output_with_a_lone_surrogate_is_not_committed(
     assert read_effects(effects)["produce"] == 2
     assert configured.store.list_checkpoints("sur-out") == []
     assert any("lone surrogate" in w for w in run.warnings)
+
+
+# --- the calls strategy's identities -------------------------------------------------------
+
+
+def test_a_tool_call_with_unreadable_arguments_executes_uncached(configured: Telemetry) -> None:
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+
+    from spanpoint.middleware import CheckpointMiddleware
+
+    request = ToolCallRequest(
+        tool_call={"name": "lookup", "args": {"lock": threading.Lock()}, "id": "c1"},
+        tool=None, state={}, runtime=None,  # type: ignore[arg-type]
+    )
+    with spanpoint.run("tool-lock") as run:
+        spec = CheckpointMiddleware()._tool_spec(request)
+    assert spec is not None and spec.replay is False and spec.fingerprint is None
+    assert any(
+        "'execute_tool lookup' is not cacheable" in w and "[1]['lock'] is a _thread.lock" in w
+        for w in run.warnings
+    )
+    assert "not cacheable" in spec.attributes[semconv.WARNINGS][0]
+
+
+def test_a_message_with_a_lone_surrogate_has_a_faithful_model_call_fingerprint() -> None:
+    from spanpoint.call_identity import message_digest
+
+    assert message_digest(HumanMessage("a\ud800")) != message_digest(HumanMessage("a?"))

@@ -25,6 +25,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
 from spanpoint import serde
+from spanpoint.errors import UnfingerprintableInputError
 
 T = TypeVar("T")
 
@@ -96,13 +97,23 @@ _encode = (
 def _json_text(value: Any) -> str:
     try:
         return _encode(value)
+    except UnfingerprintableInputError:
+        serde.canonical(value)  # raises it again, naming where the value sits
+        raise
     except (TypeError, RecursionError):  # unsortable mixed keys, or a value containing itself
         # The generic canonical form sorts by text and marks cycles.
         return json.dumps(serde.canonical(value), sort_keys=True, separators=(",", ":"))
 
 
 def _json(value: Any) -> bytes:
-    return _json_text(value).encode()
+    return _utf8(_json_text(value))
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: kept exactly, as serde.text_digest does
+        return text.encode("utf-8", "surrogatepass")
 
 
 def digest(value: Any) -> str:
@@ -181,7 +192,7 @@ def model_call_fingerprint(
     if params is not ls_params and params != ls_params:  # params given by another caller
         model_part = _model_identity(model, ls_params)
     rest = _request_identity(settings, tool_choice, response_format, tools, system_message)
-    h = hashlib.sha256(f"[{model_part},{rest[1:]}".encode())
+    h = hashlib.sha256(_utf8(f"[{model_part},{rest[1:]}"))
     h.update(b"".join(_conversation_digests(messages)))
     return h.hexdigest()
 

@@ -58,7 +58,7 @@ from spanpoint._spans import aspan_call, span_call
 from spanpoint.boundary import BoundarySpec
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
-from spanpoint.errors import ConfigurationError
+from spanpoint.errors import ConfigurationError, UnfingerprintableInputError
 from spanpoint.genai_spans import (
     describe_model_response,
     describe_tool_result,
@@ -208,16 +208,19 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             decode=decode_model_response,
         )
         if checkpoint:
-            spec.fingerprint = call_identity.model_call_fingerprint(
-                request.model,
-                ls_params,
-                settings=request.model_settings,
-                tool_choice=request.tool_choice,
-                response_format=request.response_format,
-                tools=request.tools,
-                system_message=request.system_message,
-                messages=request.messages,
-            )
+            try:
+                spec.fingerprint = call_identity.model_call_fingerprint(
+                    request.model,
+                    ls_params,
+                    settings=request.model_settings,
+                    tool_choice=request.tool_choice,
+                    response_format=request.response_format,
+                    tools=request.tools,
+                    system_message=request.system_message,
+                    messages=request.messages,
+                )
+            except UnfingerprintableInputError as exc:
+                return _not_cacheable(spec, exc)
             spec.view = {
                 "operation": semconv.OP_CHAT,
                 "model": model_name,
@@ -253,7 +256,10 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             describe=lambda result: describe_tool_result(result, capture),
         )
         if checkpoint:
-            spec.fingerprint = call_identity.tool_call_fingerprint(name, args, call_id)
+            try:
+                spec.fingerprint = call_identity.tool_call_fingerprint(name, args, call_id)
+            except UnfingerprintableInputError as exc:
+                return _not_cacheable(spec, exc)
             spec.view = {
                 "operation": semconv.OP_EXECUTE_TOOL,
                 "tool": name,
@@ -264,6 +270,18 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
 
 # --- outputs: serialization --------------------------------------------------------------
+
+
+def _not_cacheable(spec: BoundarySpec, exc: UnfingerprintableInputError) -> BoundarySpec:
+    """A call whose identity has no readable state executes, uncached, with a warning; it is
+    never keyed by a type name (serde.fingerprint's rule)."""
+    spec.replay = False
+    message = f"{spec.span_name!r} is not cacheable, executing: {exc}"
+    spec.attributes[semconv.WARNINGS] = [message]
+    scope = current_run()
+    if scope is not None:
+        scope.warn(message)
+    return spec
 
 
 def encode_model_response(response: Any) -> Any:
