@@ -310,3 +310,44 @@ def test_a_readable_spanpoint_folder_and_files_are_tightened(tmp_path: Path) -> 
     for name in ("traces.jsonl", "logs.jsonl", "metrics.jsonl"):
         assert mode(folder / name) == 0o600, name
         assert (folder / name).read_text(), name  # and written to
+
+
+def run_doctor(tmp_path: Path, **env: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", "from spanpoint.cli import main; main()", "doctor"],
+        cwd=tmp_path,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_doctor_sends_a_probe_and_says_what_arrived(tmp_path: Path) -> None:
+    with OtlpReceiver() as receiver:
+        out = run_doctor(
+            tmp_path,
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+            OTEL_METRICS_EXPORTER="none",
+        )
+    assert [span.name for span in receiver.spans()] == ["spanpoint.doctor"]
+    assert [r.event_name for r in receiver.log_records()] == ["spanpoint.doctor"]
+    assert "/v1/metrics" not in receiver.hits
+    assert f"traces: OTLP {receiver.endpoint}/v1/traces — 1 spans exported" in out
+    assert f"logs: OTLP {receiver.endpoint}/v1/logs — 1 log records exported" in out
+    assert "metrics: none (OTEL_METRICS_EXPORTER=none)" in out
+
+
+def test_doctor_reports_a_rejecting_endpoint_as_a_failure(tmp_path: Path) -> None:
+    with OtlpReceiver(status=500) as receiver:
+        out = run_doctor(
+            tmp_path,
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        ).replace("\n", " ")
+    for signal in ("traces", "logs", "metrics"):
+        assert f"{signal}: export FAILED — OTLP {receiver.endpoint}/v1/{signal}" in out
+    assert "HTTP 500 Internal Server Error" in out

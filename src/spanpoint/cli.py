@@ -241,17 +241,39 @@ def _attach(branch: Tree, nodes: list[_Node]) -> None:
 
 @app.command()
 def doctor(store: StoreOption = None) -> None:
-    """Say which store and trace destination spanpoint would use, and check the store opens."""
+    """Say which store and telemetry destinations spanpoint would use, check the store opens,
+    and send one probe per signal to say what each OTLP or console exporter delivered."""
     import os
+    from pathlib import Path
 
-    from spanpoint.config import DEFAULT_TRACE_FILE, otlp_endpoint
+    from spanpoint.config import DEFAULT_TRACE_FILE
+    from spanpoint.telemetry import exporters
 
     console.print(f"spanpoint {__version__}")
     st = _open(store)
     console.print(f"store: {visible(st.description)} ({len(st.list_runs(limit=MAX_LIMIT))} runs)")
-    endpoint = otlp_endpoint()
-    trace_file = os.environ.get("SPANPOINT_TRACE_FILE", DEFAULT_TRACE_FILE)
-    console.print(f"traces: {visible('OTLP ' + endpoint if endpoint else 'file ' + trace_file)}")
+    trace_file = Path(os.environ.get("SPANPOINT_TRACE_FILE", DEFAULT_TRACE_FILE))
+    files = {
+        "traces": str(trace_file),
+        "logs": str(trace_file.parent / "logs.jsonl"),
+        "metrics": str(trace_file.parent / "metrics.jsonl"),
+    }
+    try:
+        probes = exporters.probe()
+    except SpanpointError as exc:  # a malformed OTEL_* variable
+        console.print(f"[red]error:[/] {visible(exc)}")
+        raise typer.Exit(2) from exc
+    console.print("telemetry (one probe span, log record and metric sent now):")
+    for item in probes:
+        if "file" in item.config.kinds:
+            console.print(f"{item.signal}: file {visible(files[item.signal])}")
+        if not item.config.kinds:
+            console.print(f"{item.signal}: {visible(item.config.describe())}")
+        for tally in item.tallies:
+            text = visible(tally.summary())
+            console.print(f"{item.signal}: {f'[red]{text}[/]' if tally.failed else text}")
+            if tally.hint():
+                console.print(f"  [yellow]{tally.hint()}[/]")
 
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -574,3 +574,86 @@ def shutdown_all(budget_s: float | None = None) -> None:
     # application already shut down is skipped (the meter provider warns on a second call).
     live = [p for p in providers if not getattr(p, "_shutdown", False)]
     _run_bounded([p.shutdown for p in live], budget)
+
+
+# --- the doctor's probe ---------------------------------------------------------------------
+
+
+@dataclass
+class Probe:
+    """What sending one probe item of a signal to its configured exporters gave."""
+
+    signal: Signal
+    config: SignalExport
+    tallies: list[ExportTally]
+
+
+def probe(budget_s: float | None = None) -> list[Probe]:
+    """Send one probe span, log record and metric point through the exporters the environment
+    asks for, all together and bounded by the export timeout, and say what each delivered.
+
+    spanpoint's local files are not written to; a malformed variable raises
+    ``ConfigurationError``.
+    """
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    resource = Resource.create()
+    configs = {signal: resolve(signal) for signal in SIGNALS}
+    probes: list[Probe] = []
+    calls: list[Callable[[], Any]] = []
+    for signal, config in configs.items():
+        remote = SignalExport(
+            signal,
+            tuple(k for k in config.kinds if k != "file"),
+            config.protocol,
+            config.endpoint,
+            config.timeout_s,
+            config.chosen_by,
+        )
+        made = build(remote, lambda: None) if remote.kinds else []
+        probes.append(Probe(signal, config, tallies(signal) if made else []))
+        if not made:
+            continue
+        if signal == "traces":
+            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+            for exporter in made:
+                tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+            def send_span(p: TracerProvider = tracer_provider) -> None:
+                p.get_tracer("spanpoint.doctor").start_span("spanpoint.doctor").end()
+                p.shutdown()
+
+            calls.append(send_span)
+        elif signal == "logs":
+            logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+            for exporter in made:
+                logger_provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+
+            def send_log(p: LoggerProvider = logger_provider) -> None:
+                p.get_logger("spanpoint.doctor").emit(
+                    event_name="spanpoint.doctor", body="spanpoint doctor probe"
+                )
+                p.shutdown()
+
+            calls.append(send_log)
+        else:
+            readers = [
+                PeriodicExportingMetricReader(e, export_interval_millis=3_600_000) for e in made
+            ]
+            meter_provider = MeterProvider(
+                metric_readers=readers, resource=resource, shutdown_on_exit=False
+            )
+
+            def send_metric(p: MeterProvider = meter_provider) -> None:
+                p.get_meter("spanpoint.doctor").create_counter("spanpoint.doctor.probes").add(1)
+                p.shutdown()  # collects and exports once
+
+            calls.append(send_metric)
+    _run_bounded(calls, exit_budget_s() if budget_s is None else budget_s)
+    return probes
