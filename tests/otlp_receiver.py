@@ -35,6 +35,9 @@ class OtlpReceiver:
     def __init__(self, status: int = 200) -> None:
         self.requests: dict[str, list[Any]] = {path: [] for path in _DECODERS}
         self.hits: dict[str, int] = {}
+        #: The headers of every request, lower-cased names (auth headers in the docs' recipes).
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []  # as requested, base path included
         self.status = status
         self._lock = threading.Lock()
         receiver = self
@@ -44,9 +47,13 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                # A vendor's base path (e.g. /api/public/otel) before /v1/<signal> is accepted.
+                path = next((p for p in _DECODERS if self.path.endswith(p)), self.path)
                 with receiver._lock:
-                    receiver.hits[self.path] = receiver.hits.get(self.path, 0) + 1
-                decoder = _DECODERS.get(self.path)
+                    receiver.hits[path] = receiver.hits.get(path, 0) + 1
+                    receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    receiver.paths.append(self.path)
+                decoder = _DECODERS.get(path)
                 if decoder is None or receiver.status != 200:
                     self.send_response(404 if decoder is None else receiver.status)
                     self.send_header("Content-Length", "0")
@@ -55,7 +62,7 @@ class OtlpReceiver:
                 message = decoder()
                 message.ParseFromString(body)
                 with receiver._lock:
-                    receiver.requests[self.path].append(message)
+                    receiver.requests[path].append(message)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.end_headers()
