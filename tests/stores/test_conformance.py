@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spanpoint.errors import CorruptCheckpointError, StoreError, StoreUnavailableError
+from spanpoint.errors import CorruptCheckpointError, StoreUnavailableError
 from spanpoint.stores import MemoryStore, SqliteStore, open_store
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
 
