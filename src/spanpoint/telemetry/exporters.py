@@ -272,6 +272,20 @@ class _ReasonCapture(logging.Handler):
         if records is not None:
             with contextlib.suppress(Exception):  # a bad record must not break the export
                 records.append(record.getMessage())
+        if not self._others_handle(record):
+            # Being a handler, this one would hide the record from logging's last resort
+            # (stderr): export failures must stay as visible as without spanpoint.
+            last = logging.lastResort
+            if last is not None and record.levelno >= last.level:
+                last.handle(record)
+
+    def _others_handle(self, record: logging.LogRecord) -> bool:
+        node: logging.Logger | None = logging.getLogger(record.name)
+        while node is not None:
+            if any(h is not self for h in node.handlers):
+                return True
+            node = node.parent if node.propagate else None  # type: ignore[assignment]
+        return False
 
 
 _CAPTURE = _ReasonCapture()
