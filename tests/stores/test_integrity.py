@@ -345,3 +345,27 @@ def test_json_view_is_untouched_by_the_digest(raw: Raw) -> None:
     )
     got = raw.store.get("k1")
     assert got is not None and got.view == {"a": 2}
+
+
+@pytest.mark.postgres
+def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -> None:
+    import psycopg
+
+    store = open_store(pg_dsn)
+    store.put(cp())
+    store.close()
+    # Make it a version-1 store again: no digest column, the rows as an older spanpoint left them.
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE spanpoint_checkpoints DROP COLUMN digest")
+        conn.execute("DELETE FROM spanpoint_migrations WHERE version > 1")
+    reopened = open_store(pg_dsn)
+    try:
+        assert reopened.get("k1") == cp()
+        assert reopened.claim("k1", "host-a:1:aaa", 30.0).checkpoint == cp()
+        reopened.put(cp("k2"))
+        assert reopened.get("k2") == cp("k2")
+    finally:
+        reopened.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT key, digest FROM spanpoint_checkpoints ORDER BY key").fetchall()
+    assert rows == [("k1", None), ("k2", digest_of(cp("k2")))]
