@@ -369,3 +369,20 @@ def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         rows = conn.execute("SELECT key, digest FROM spanpoint_checkpoints ORDER BY key").fetchall()
     assert rows == [("k1", None), ("k2", digest_of(cp("k2")))]
+
+
+def test_a_committed_output_set_to_null_executes_again(raw: Raw) -> None:
+    """A row whose output is gone (NULL, no lease) is free: claimed, executed, re-committed.
+    It used to raise a TypeError out of the SQLite store's claim."""
+    store = raw.store
+    store.put(cp())
+    raw.write("UPDATE spanpoint_checkpoints SET output = NULL WHERE key = %s", ("k1",))
+    assert store.get("k1") is None
+    for fresh in (False, True):
+        claim = store.claim("k1", f"host-a:1:aa{fresh:d}", 30.0, fresh=fresh)
+        assert claim.state == "acquired", claim
+        store.release("k1", f"host-a:1:aa{fresh:d}")
+        store.put(cp())
+        raw.write("UPDATE spanpoint_checkpoints SET output = NULL WHERE key = %s", ("k1",))
+    assert store.put(cp()) is True
+    assert store.get("k1") == cp()

@@ -461,7 +461,8 @@ class SqliteStore:
         "ON CONFLICT(key) DO UPDATE SET lease_owner = excluded.lease_owner, "
         "lease_expires_at = excluded.lease_expires_at WHERE checkpoints.output IS NULL "
         "AND (checkpoints.lease_owner = excluded.lease_owner "
-        "OR checkpoints.lease_expires_at <= ?4) RETURNING lease_expires_at"
+        "OR checkpoints.lease_expires_at <= ?4 OR checkpoints.lease_owner IS NULL "
+        "OR checkpoints.lease_expires_at IS NULL) RETURNING lease_expires_at"
     )
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
@@ -505,7 +506,14 @@ class SqliteStore:
             held = conn.execute(
                 "SELECT lease_owner, lease_expires_at FROM checkpoints WHERE key = ?", (key,)
             ).fetchone()
-            if held and held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
+            # A row with no output and no lease (a damaged row) is free, like no row at all.
+            if (
+                held
+                and held[0] is not None
+                and held[0] != owner
+                and (held[1] or 0.0) > now
+                and not owner_is_dead_here(held[0])
+            ):
                 return Claim("held", owner=held[0], expires_at=held[1])
             conn.execute(
                 "INSERT OR REPLACE INTO checkpoints (key, lease_owner, lease_expires_at) "
