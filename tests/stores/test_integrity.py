@@ -386,3 +386,31 @@ def test_a_committed_output_set_to_null_executes_again(raw: Raw) -> None:
         raw.write("UPDATE spanpoint_checkpoints SET output = NULL WHERE key = %s", ("k1",))
     assert store.put(cp()) is True
     assert store.get("k1") == cp()
+
+
+@pytest.mark.parametrize(
+    "column", ["run_id", "path", "kind", "ordinal", "output_type", "output", "digest", "view"]
+)
+@pytest.mark.parametrize("value", [None, 7, "text", b"\x00\xff"])
+def test_a_column_of_any_type_never_replays_a_wrong_value(
+    raw: Raw, column: str, value: object
+) -> None:
+    """Whatever lands in a column, a claim answers: the intact checkpoint, or a lease."""
+    store = raw.store
+    store.put(cp())
+    try:
+        raw.write(f"UPDATE spanpoint_checkpoints SET {column} = %s WHERE key = %s", (value, "k1"))
+    except Exception as exc:  # PostgreSQL's column types refuse some values outright
+        pytest.skip(f"{raw.kind} refuses {value!r} in {column}: {type(exc).__name__}")
+    claim = store.claim("k1", "host-a:1:aaa", 30.0)
+    if claim.state == "committed":
+        got = claim.checkpoint
+        assert got is not None
+        assert (got.output, got.output_type, got.path, got.ordinal) == (
+            cp().output,
+            cp().output_type,
+            cp().path,
+            cp().ordinal,
+        )
+    else:
+        assert claim.state == "acquired"

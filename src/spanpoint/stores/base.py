@@ -96,7 +96,7 @@ def verify_checkpoint(cp: Checkpoint, digest: str | None, store: str) -> Checkpo
         return cp
     try:
         actual = digest_of(cp)
-    except (TypeError, AttributeError, UnicodeError) as exc:  # a column of the wrong type
+    except (TypeError, ValueError, AttributeError) as exc:  # a column of the wrong type
         actual = f"<unhashable: {exc}>"
     if actual != digest:
         raise CorruptCheckpointError(
