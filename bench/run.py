@@ -368,6 +368,17 @@ def main() -> None:
     parser.add_argument("--rss-invokes", type=int, help="invokes for the RSS growth (0: skip)")
     parser.add_argument("--no-steps", action="store_true", help="skip bench_step.py")
     parser.add_argument("--no-imports", action="store_true", help="skip import times")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="run the scale benchmarks instead (bench/scale.py: big stores, long runs, many "
+        "workers, the CLI); the options after it are its own, see `--scale --help`",
+    )
+    if "--scale" in sys.argv[1:]:
+        import scale
+
+        scale.main([arg for arg in sys.argv[1:] if arg != "--scale"])
+        return
     args = parser.parse_args()
     plan = Plan(args.quick)
     if args.rss_invokes is not None:
