@@ -41,6 +41,10 @@ class Telemetry:
             return spans
         return [s for s in spans if s.name == name or s.name.startswith(name + " ")]
 
+    def graph_spans(self, name: str) -> list[ReadableSpan]:
+        """Like :meth:`spans`, without the runs' roots (``invoke_workflow {run name}`` too)."""
+        return [s for s in self.spans(name) if not (s.attributes or {}).get("spanpoint.run.root")]
+
     def runs(self) -> list[ReadableSpan]:
         """The root spans of ``spanpoint.run`` (``invoke_workflow {name}``), oldest first."""
         return [s for s in self.spans() if (s.attributes or {}).get("spanpoint.run.root")]

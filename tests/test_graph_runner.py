@@ -115,7 +115,8 @@ def test_repeated_identical_calls_in_one_run_are_distinct_boundaries(configured)
     assert executed == ["bump", "bump"]  # two executions on attempt 1, none on attempt 2
     assert first.output == second.output and first.replayed and second.replayed
     assert first.span_id != second.span_id  # each replays its own original call
-    ordinals = [s.attributes[semconv.BOUNDARY_ORDINAL] for s in configured.spans("invoke_workflow")]
+    graph_spans = configured.graph_spans("invoke_workflow")
+    ordinals = [s.attributes[semconv.BOUNDARY_ORDINAL] for s in graph_spans]
     assert ordinals == [0, 1, 0, 1]
 
 

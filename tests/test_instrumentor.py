@@ -262,7 +262,7 @@ def test_outermost_graph_call_in_a_run_is_a_boundary_and_replays(instrumented: T
     with spanpoint.run("ticket-1"):
         assert graph.invoke({"n": 0}) == {"n": 3}
     assert effects == ["n0", "n1", "n2"]  # replayed: no node ran again
-    first, second = instrumented.spans("invoke_workflow")
+    first, second = instrumented.graph_spans("invoke_workflow")
     assert first.attributes[semconv.REPLAYED] is False
     assert second.attributes[semconv.REPLAYED] is True
     assert second.links and second.links[0].context.span_id == first.context.span_id
@@ -429,7 +429,7 @@ def test_graph_runner_under_the_instrumentor_has_one_span(instrumented: Telemetr
     runner = GraphRunner(graph, name="triage")
     with spanpoint.run("ticket-6"):
         runner.invoke({"n": 0}, thread_id="t-6")
-    [span] = instrumented.spans("invoke_workflow")
+    [span] = instrumented.graph_spans("invoke_workflow")
     assert span.name == "invoke_workflow triage"
     assert [r.name for r in instrumented.store.list_checkpoints("ticket-6")] == ["triage"]
 

@@ -60,7 +60,7 @@ def _describe_graph_call(span: trace.Span, output: Any, thread_id: Any) -> None:
 
     interrupts = output_interrupts(output)
     if interrupts:
-        paused_event(span, [i.id for i in interrupts])
+        paused_event(span, [i.id for i in interrupts], [i.value for i in interrupts])
     try:
         span.set_attributes(describe_graph_output(output, thread_id))
     except Exception as exc:  # observability is best effort
@@ -73,17 +73,27 @@ def mark_paused(output: Any) -> None:
 
     interrupts = output_interrupts(output)
     if interrupts:
-        paused_event(trace.get_current_span(), [i.id for i in interrupts])
+        span = trace.get_current_span()
+        paused_event(span, [i.id for i in interrupts], [i.value for i in interrupts])
 
 
-def paused_event(span: trace.Span, ids: list[str]) -> None:
+def paused_event(span: trace.Span, ids: list[str], values: list[Any] | None = None) -> None:
+    """The ``gen_ai.agent.paused`` event, and the pause on the span itself where viewers
+    look without opening events: its id, reason and (capture on) the interrupt's value."""
     from spanpoint.events import add_bounded_event
+    from spanpoint.genai_spans import pause_attributes
 
-    add_bounded_event(
-        semconv.EVENT_AGENT_PAUSED,
-        {semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids), semconv.LANGGRAPH_INTERRUPT_IDS: ids},
-        span=span,
-    )
+    pause = pause_attributes(ids, values, settings().capture)
+    event: dict[str, AttributeValue] = {
+        semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids),
+        semconv.LANGGRAPH_INTERRUPT_IDS: ids,
+    }
+    for key in (semconv.GEN_AI_AGENT_PAUSE_ID, semconv.GEN_AI_AGENT_PAUSE_REASON):
+        if key in pause:
+            event[key] = pause[key]
+    add_bounded_event(semconv.EVENT_AGENT_PAUSED, event, span=span)
+    if ids and span.is_recording():  # a ParentCommand is control flow too, but no pause
+        span.set_attributes(pause)
 
 
 # --- span-only calls -------------------------------------------------------------------------
@@ -111,7 +121,7 @@ def fail_span(span: trace.Span, exc: BaseException) -> None:
     if span.is_recording():
         if is_control_flow(exc):
             # An interrupt or a Command to the parent graph: LangGraph's control flow.
-            paused_event(span, interrupt_ids(exc))
+            paused_event(span, interrupt_ids(exc), interrupt_values(exc))
         else:
             record_failure(span, exc)  # message and stack trace redacted
             span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
@@ -128,6 +138,14 @@ def interrupt_ids(exc: BaseException) -> list[str]:
     if not isinstance(found, list | tuple):
         return []
     return [str(getattr(i, "id", "")) for i in found]
+
+
+def interrupt_values(exc: BaseException) -> list[Any]:
+    """The values of the interrupts a ``GraphInterrupt`` carries (what they ask)."""
+    found = exc.args[0] if exc.args else None
+    if not isinstance(found, list | tuple):
+        return []
+    return [getattr(i, "value", None) for i in found]
 
 
 def is_control_flow(exc: BaseException) -> bool:

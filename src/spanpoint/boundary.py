@@ -384,7 +384,9 @@ class _Execution:
         control_flow = _is_graph_control_flow(exc)
         if span.is_recording():
             if type(exc).__name__ == "GraphInterrupt":
-                span.add_event(semconv.EVENT_AGENT_PAUSED, _interrupt_attributes(exc))
+                event, pause = _interrupt_attributes(exc)
+                span.add_event(semconv.EVENT_AGENT_PAUSED, event)
+                span.set_attributes(pause)  # where viewers look without opening events
             elif not control_flow:
                 record_failure(span, exc)  # message and stack trace redacted
                 span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
@@ -543,10 +545,26 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
     )
 
 
-def _interrupt_attributes(exc: BaseException) -> dict[str, AttributeValue]:
+def _interrupt_attributes(
+    exc: BaseException,
+) -> tuple[dict[str, AttributeValue], dict[str, AttributeValue]]:
+    """The ``gen_ai.agent.paused`` event's attributes and the paused span's (#445 pause id
+    and reason; the interrupts' values only when capture opts in)."""
     interrupts = exc.args[0] if exc.args and isinstance(exc.args[0], list | tuple) else ()
     ids = [str(getattr(i, "id", "")) for i in interrupts]
-    return {semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids), semconv.LANGGRAPH_INTERRUPT_IDS: ids}
+    event: dict[str, AttributeValue] = {
+        semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids),
+        semconv.LANGGRAPH_INTERRUPT_IDS: ids,
+        semconv.GEN_AI_AGENT_PAUSE_REASON: semconv.PAUSE_REASON_HUMAN_INPUT,
+    }
+    if ids:
+        event[semconv.GEN_AI_AGENT_PAUSE_ID] = ids[0]
+    pause = {**event, semconv.STATUS: "interrupted"}
+    capture = settings().capture
+    if capture.captures_content or capture.capture_state:
+        values = [getattr(i, "value", None) for i in interrupts]
+        pause[semconv.GRAPH_INTERRUPT_VALUES] = capture.to_json(values)
+    return event, pause
 
 
 def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

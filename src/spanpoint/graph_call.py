@@ -20,6 +20,7 @@ from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.capture import CapturePolicy, record_failure
 from spanpoint.config import settings
 from spanpoint.events import add_bounded_event
+from spanpoint.genai_spans import pause_attributes, resume_attributes
 from spanpoint.graph import request_fingerprint
 from spanpoint.graph_info import GraphInfo, base_attributes, captured_attributes
 from spanpoint.graph_invoke import (
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
     from spanpoint.graph import GraphRunner, RunRequest
 
 
+#: How many threads' pending interrupt ids a runner keeps for resume events.
+_PENDING_THREADS = 1024
+
+
 class GraphCall:
     """The machinery behind one :class:`~spanpoint.graph.GraphRunner`."""
 
@@ -60,6 +65,8 @@ class GraphCall:
         # Invariant per runner: built once, copied per call.
         self._base_attributes = base_attributes(runner.info, runner.name, runner.strategy)
         self._pregel = is_pregel(runner.graph)
+        # thread id -> the interrupt ids its last call returned (for the next resume event).
+        self._pending: dict[str, tuple[str, ...]] = {}
 
     # --- graph_call boundary -------------------------------------------------------------
 
@@ -74,6 +81,7 @@ class GraphCall:
         except Exception as exc:
             self._summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
+        self._remember(req, result)
         self._summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
         return result
 
@@ -89,6 +97,7 @@ class GraphCall:
         except Exception as exc:
             self._summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
+        self._remember(req, result)
         self._summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
         return result
 
@@ -177,23 +186,44 @@ class GraphCall:
             )
         return self._finish(span, req, output, snapshot, checkpoint)
 
-    def _on_start(self, span: trace.Span, req: RunRequest) -> None:
+    def _on_start(self, span: trace.Span, req: RunRequest, *, executing: bool = True) -> None:
         if req.is_resume and span.is_recording():
-            resume = req.input.resume
-            ids = list(resume) if isinstance(resume, Mapping) else []
+            attrs = resume_attributes(self._answered(req, executing))
+            attrs[semconv.GEN_AI_CONVERSATION_ID] = req.thread_id
             add_bounded_event(
-                semconv.EVENT_AGENT_RESUMED,
-                {
-                    semconv.GEN_AI_CONVERSATION_ID: req.thread_id,
-                    semconv.LANGGRAPH_INTERRUPT_IDS: ids,
-                },
-                span=span,
-                policy=self.runner.policy,
+                semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=self.runner.policy
             )
+
+    def _answered(self, req: RunRequest, executing: bool) -> list[str]:
+        """The interrupt ids a resume answers: the keys of ``Command(resume={id: value})``;
+        for a plain value, the thread's pending interrupts — as this runner last saw them
+        (the previous call on the thread, executed or replayed), else, when executing, as the
+        thread's state says before the resume runs."""
+        resume = req.input.resume
+        if isinstance(resume, Mapping):
+            return [str(k) for k in resume]
+        seen = self._pending.get(req.thread_id)
+        if seen is not None:
+            return list(seen)
+        if not (executing and self.info.has_state):
+            return []
+        try:
+            snapshot = self.graph.get_state(req.state_config())
+        except Exception:  # observability is best effort: the event lists none
+            return []
+        return [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
+
+    def _remember(self, req: RunRequest, result: RunResult) -> None:
+        """Keep the thread's pending interrupt ids for the resume event of its next call."""
+        pending = self._pending
+        pending.pop(req.thread_id, None)
+        pending[req.thread_id] = tuple(i.id for i in result.interrupts)
+        while len(pending) > _PENDING_THREADS:
+            pending.pop(next(iter(pending)), None)
 
     def _replay_events(self, span: trace.Span, req: RunRequest, result: RunResult) -> None:
         # A replayed call tells the same lifecycle story as the execution it stands for.
-        self._on_start(span, req)
+        self._on_start(span, req, executing=False)
         self._lifecycle_events(span, result)
 
     def _finish(
@@ -237,7 +267,14 @@ class GraphCall:
             }
             if policy.capture_state:
                 attrs[semconv.GRAPH_INTERRUPT_VALUES] = [i.value for i in result.interrupts]
+            values = [i.value for i in result.interrupts]
+            pause = pause_attributes([i.id for i in result.interrupts], values, policy)
+            for key in (semconv.GEN_AI_AGENT_PAUSE_ID, semconv.GEN_AI_AGENT_PAUSE_REASON):
+                if key in pause:
+                    attrs[key] = pause[key]
             add_bounded_event(semconv.EVENT_AGENT_PAUSED, attrs, span=span, policy=policy)
+            # Where viewers look without opening the event (issue 19): the span itself.
+            span.set_attributes(pause)
 
     # --- strategy "calls": traced, not a boundary ------------------------------------------
 
@@ -261,6 +298,7 @@ class GraphCall:
             raise
         _end_ok(span, result_attributes(result))
         counters = journal_counters(mark, tally.nodes)
+        self._remember(req, result)
         self._summarize(req, started, result, None, counters, span=span)
         return result
 
@@ -277,6 +315,7 @@ class GraphCall:
             raise
         _end_ok(span, result_attributes(result))
         counters = journal_counters(mark, tally.nodes)
+        self._remember(req, result)
         self._summarize(req, started, result, None, counters, span=span)
         return result
 

@@ -18,12 +18,12 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 import spanpoint
-from conftest import Telemetry
 from fakes import ConversationModel
 from spanpoint import semconv
 from spanpoint.capture import CapturePolicy
 from spanpoint.genai_spans import describe_model_response, model_call_attributes
 from spanpoint.instrumentor import SpanpointInstrumentor
+from tests.conftest import Telemetry
 
 from .genai import MESSAGE_SCHEMAS, message_schema_errors, message_violations, violations
 

@@ -136,7 +136,8 @@ def main() -> None:
         with spanpoint.run(args.run_id, name="support"):
             result = agent.invoke(request)
     spans = [
-        [s.name, bool((s.attributes or {}).get("spanpoint.replayed"))]
+        # The call's GenAI name (a replay adds " (replayed)"), and whether it was replayed.
+        [s.name.removesuffix(" (replayed)"), bool((s.attributes or {}).get("spanpoint.replayed"))]
         for s in exporter.get_finished_spans()
         if s.name.startswith(("chat ", "execute_tool "))
     ]
