@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware.types import ModelResponse
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 from opentelemetry.util.types import AttributeValue
@@ -372,3 +372,42 @@ def resume_attributes(ids: Sequence[str]) -> dict[str, AttributeValue]:
         attrs[semconv.GEN_AI_AGENT_RESUMED_FROM_TYPE] = semconv.RESUMED_FROM_PAUSE
         attrs[semconv.GEN_AI_AGENT_RESUMED_FROM_ID] = str(ids[0])
     return attrs
+
+
+# --- graph calls and runs: what went in, what came out ------------------------------------
+
+
+def graph_input_attributes(value: Any, capture: CapturePolicy) -> dict[str, AttributeValue]:
+    """``gen_ai.input.messages`` of a graph call (and of its run) whose input has messages,
+    when capture opts in: what Phoenix and Langfuse show as an agent's input."""
+    messages = _state_messages(value) if capture.content_on_spans else None
+    if not messages:
+        return {}
+    text = messages_json(genai_messages(messages, capture), capture)
+    return {semconv.GEN_AI_INPUT_MESSAGES: text}
+
+
+def graph_output_attributes(value: Any, capture: CapturePolicy) -> dict[str, AttributeValue]:
+    """``gen_ai.output.messages`` of a graph call: its last model reply, when capture opts in."""
+    messages = _state_messages(value) if capture.content_on_spans else None
+    reply = next((m for m in reversed(messages or ()) if isinstance(m, AIMessage)), None)
+    if reply is None:
+        return {}
+    meta = reply.response_metadata or {}
+    (message,) = genai_messages([reply], capture)
+    message["finish_reason"] = finish_reason(
+        meta.get("finish_reason") or meta.get("stop_reason"), reply
+    )
+    return {semconv.GEN_AI_OUTPUT_MESSAGES: messages_json([message], capture)}
+
+
+def _state_messages(value: Any) -> list[BaseMessage] | None:
+    """The messages of a graph's input or output state (``{"messages": [...]}``), if any."""
+    value = getattr(value, "value", value)  # invoke(version="v2") returns a GraphOutput
+    raw = value.get("messages") if isinstance(value, Mapping) else None
+    if not raw or not isinstance(raw, list):
+        return None
+    try:
+        return convert_to_messages(raw)
+    except Exception:  # not chat messages: nothing to show as a conversation
+        return None

@@ -20,7 +20,12 @@ from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.capture import CapturePolicy, record_failure
 from spanpoint.config import settings
 from spanpoint.events import add_bounded_event
-from spanpoint.genai_spans import pause_attributes, resume_attributes
+from spanpoint.genai_spans import (
+    graph_input_attributes,
+    graph_output_attributes,
+    pause_attributes,
+    resume_attributes,
+)
 from spanpoint.graph import request_fingerprint
 from spanpoint.graph_info import GraphInfo, base_attributes, captured_attributes
 from spanpoint.graph_invoke import (
@@ -122,16 +127,28 @@ class GraphCall:
             fingerprint=fingerprint,
             attributes=self._attributes(req),
             view={"graph": self.runner.name, "thread_id": req.thread_id, "resume": req.is_resume},
-            describe=result_attributes,
+            describe=self._describe,
             on_replay=lambda span, result: self._replay_events(span, req, result),
             encode=encode_result,
             decode=decode_result,
         )
 
+    def _describe(self, result: RunResult) -> dict[str, Any]:
+        """The result's span attributes; its last reply as output when capture opts in."""
+        attrs = result_attributes(result)
+        policy = self.runner.policy
+        if policy.content_on_spans:
+            attrs.update(graph_output_attributes(result.output, policy))
+            _show_on_run(None, attrs)
+        return attrs
+
     def _attributes(self, req: RunRequest) -> dict[str, Any]:
         attrs = dict(self._base_attributes)
         attrs[semconv.GEN_AI_CONVERSATION_ID] = req.thread_id
         policy = self.runner.policy
+        if policy.content_on_spans:
+            attrs.update(graph_input_attributes(req.input, policy))
+            _show_on_run(attrs, None)
         if policy.capture_config or policy.capture_state:
             configurable = None
             if req.configurable or req.config.get("configurable"):
@@ -296,7 +313,7 @@ class GraphCall:
             _end_failed(span, exc)
             self._summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
-        _end_ok(span, result_attributes(result))
+        _end_ok(span, self._describe(result))
         counters = journal_counters(mark, tally.nodes)
         self._remember(req, result)
         self._summarize(req, started, result, None, counters, span=span)
@@ -313,7 +330,7 @@ class GraphCall:
             _end_failed(span, exc)
             self._summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
-        _end_ok(span, result_attributes(result))
+        _end_ok(span, self._describe(result))
         counters = journal_counters(mark, tally.nodes)
         self._remember(req, result)
         self._summarize(req, started, result, None, counters, span=span)
@@ -401,6 +418,21 @@ def _end_ok(span: trace.Span, attributes: Mapping[str, Any]) -> None:
         span.set_attributes(dict(attributes))
         span.set_status(Status(StatusCode.OK))
     span.end()
+
+
+def _show_on_run(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None) -> None:
+    """The run's root shows its first graph call's input and its last one's output, so a
+    trace list shows what the run was asked and what it answered (issue 19)."""
+    scope = current_run()
+    span = scope.span if scope is not None else None
+    if span is None or not span.is_recording():
+        return
+    key = semconv.GEN_AI_INPUT_MESSAGES
+    if start and key in start and key not in (getattr(span, "attributes", None) or {}):
+        span.set_attribute(key, start[key])
+    key = semconv.GEN_AI_OUTPUT_MESSAGES
+    if end and key in end:
+        span.set_attribute(key, end[key])
 
 
 def _end_failed(span: trace.Span, exc: BaseException) -> None:

@@ -208,3 +208,41 @@ def test_the_schemas_reject_what_viewers_reject() -> None:
     assert message_schema_errors(semconv.GEN_AI_SYSTEM_INSTRUCTIONS, '[{"type":"text"}]')
     assert message_schema_errors(semconv.GEN_AI_TOOL_DEFINITIONS, '[{"type":"function"}]')
     assert message_schema_errors(inp, '[{"role":"user","parts":[]}') != []  # cut JSON
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_run_and_agent_spans_carry_input_and_output(content: Telemetry, mode: str) -> None:
+    """With capture on, the agent's graph-call span and the run's root show what they were
+    asked and what they answered, executed and replayed."""
+    runner = spanpoint.GraphRunner(agent(middleware=False), name="support", capture=CONTENT)
+
+    async def go() -> None:
+        for _ in range(2):
+            async with spanpoint.run(f"io-{mode}", name="support-run"):
+                await runner.ainvoke(REQUEST, thread_id=f"io-{mode}")
+
+    if mode == "async":
+        asyncio.run(go())
+    else:
+        for _ in range(2):
+            with spanpoint.run(f"io-{mode}", name="support-run"):
+                runner.invoke(REQUEST, thread_id=f"io-{mode}")
+    assert_all_valid(content)
+    agents = content.spans("invoke_agent support")
+    roots = content.runs()
+    assert len(agents) == len(roots) == 2
+    assert [s.attributes[semconv.REPLAYED] for s in agents] == [False, True]
+    for span in agents + roots:
+        (asked,) = json.loads(span.attributes[semconv.GEN_AI_INPUT_MESSAGES])
+        assert asked == {"role": "user", "parts": [{"type": "text", "content": "Ticket 7 please"}]}
+        (answer,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+        assert answer["parts"] == [{"type": "text", "content": "All done."}]
+        assert answer["finish_reason"] == "stop"
+
+
+def test_without_capture_no_span_carries_messages(configured: Telemetry) -> None:
+    runner = spanpoint.GraphRunner(agent(middleware=False), name="support")
+    with spanpoint.run("io-off"):
+        runner.invoke(REQUEST, thread_id="io-off")
+    for span in configured.spans():
+        assert not MESSAGE_SCHEMAS.keys() & (span.attributes or {}).keys(), span.name
