@@ -52,7 +52,8 @@ def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None)
     recorder.finish()
     interrupts = getattr(recorder, "interrupts", None)
     if interrupts and span.is_recording():
-        paused_event(span, [str(getattr(i, "id", "")) for i in interrupts])
+        ids = [str(getattr(i, "id", "")) for i in interrupts]
+        paused_event(span, ids, [getattr(i, "value", None) for i in interrupts])
     if exc is not None:
         fail_span(span, exc)
         return
