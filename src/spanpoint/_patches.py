@@ -249,6 +249,17 @@ def _durable_spec(meta: _GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
     config = _config_of(args, kwargs)
     spec = _meta_spec(meta, config, nested=False, durable=True)
     spec.identity = _identity(args, kwargs, config)
+    capture = settings().capture
+    if capture.content_on_spans:  # what went in and came out, where viewers read it
+        from spanpoint.genai_spans import graph_input_attributes, graph_output_attributes
+
+        spec.attributes.update(graph_input_attributes(spec.identity["input"], capture))
+        describe = spec.describe
+        assert describe is not None
+        spec.describe = lambda output: {
+            **describe(output),
+            **graph_output_attributes(output, capture),
+        }
     return spec
 
 
@@ -330,7 +341,7 @@ def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
                 raise
             finally:
                 otel_context.detach(attached)
-            end_graph_span(span, output, thread_id)
+            end_graph_span(span, output, thread_id, args, kwargs)
             return output
         finally:
             _ACTIVE.reset(token)
@@ -368,7 +379,7 @@ def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
                 raise
             finally:
                 otel_context.detach(attached)
-            end_graph_span(span, output, thread_id)
+            end_graph_span(span, output, thread_id, args, kwargs)
             return output
         finally:
             _ACTIVE.reset(token)

@@ -41,18 +41,43 @@ def describe_graph_output(output: Any, thread_id: Any) -> dict[str, AttributeVal
     return attrs
 
 
-def end_graph_span(span: trace.Span, output: Any, thread_id: Any) -> None:
+def end_graph_span(
+    span: trace.Span,
+    output: Any,
+    thread_id: Any,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+) -> None:
     """End a graph call's span that is not a boundary: paused event, result attributes, OK.
 
     The same story as :func:`mark_paused` and ``describe_graph_output`` through
     :func:`end_span`, for the zero-code hot path: a plain dict output with neither messages
     nor interrupts (most graph calls) is settled by one type check and two key lookups.
+    ``args`` / ``kwargs`` are the call's, read for its input only when capture opts in.
     """
     if span.is_recording():
         if type(output) is not dict or "__interrupt__" in output or "messages" in output:
             _describe_graph_call(span, output, thread_id)
+            _graph_messages(span, output, args, kwargs)
         span.set_status(STATUS_OK)
     span.end()
+
+
+def _graph_messages(
+    span: trace.Span, output: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None
+) -> None:
+    """The call's input messages and last reply, when capture opts in (issue 19)."""
+    capture = settings().capture
+    if not capture.content_on_spans:
+        return
+    from spanpoint.genai_spans import graph_input_attributes, graph_output_attributes
+
+    graph_input = args[0] if args else (kwargs or {}).get("input")
+    try:
+        span.set_attributes(graph_input_attributes(graph_input, capture))
+        span.set_attributes(graph_output_attributes(output, capture))
+    except Exception as exc:  # observability is best effort
+        span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
 
 
 def _describe_graph_call(span: trace.Span, output: Any, thread_id: Any) -> None:

@@ -134,6 +134,25 @@ def test_zero_code_patch_messages_valid(zero_code: Telemetry, mode: str) -> None
         assert_messages_on(chat, tools=False)
         roles = [m["role"] for m in json.loads(chat.attributes[semconv.GEN_AI_INPUT_MESSAGES])]
         assert roles[:2] == ["system", "user"]
+    # The graph call's span (a boundary here, replayed on the second attempt) shows its
+    # input and the last reply.
+    graphs = zero_code.graph_spans("invoke_agent")
+    assert [s.attributes[semconv.REPLAYED] for s in graphs] == [False, True]
+    for span in graphs:
+        (asked,) = json.loads(span.attributes[semconv.GEN_AI_INPUT_MESSAGES])
+        assert asked["parts"] == [{"type": "text", "content": "Ticket 7 please"}]
+        (answer,) = json.loads(span.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+        assert answer["parts"] == [{"type": "text", "content": "All done."}]
+
+
+def test_zero_code_graph_call_outside_a_run_shows_input_and_output(zero_code: Telemetry) -> None:
+    agent(middleware=False).invoke(REQUEST)
+    assert_all_valid(zero_code)
+    (graph,) = zero_code.graph_spans("invoke_agent")
+    assert semconv.BOUNDARY_PATH not in graph.attributes  # a plain span, not a boundary
+    (answer,) = json.loads(graph.attributes[semconv.GEN_AI_OUTPUT_MESSAGES])
+    assert answer["finish_reason"] == "stop"
+    assert json.loads(graph.attributes[semconv.GEN_AI_INPUT_MESSAGES])[0]["role"] == "user"
 
 
 def test_zero_code_injected_middleware_messages_valid(
