@@ -676,7 +676,8 @@ def tables(result: dict[str, Any]) -> str:
                     *(_wall(c[k]) for k in ("runs", "show", "doctor")),
                     f"{_wall(g['gc'])} ({deleted:,})",
                     f"{g['writer_baseline']['p99_ms']:.1f} / {g['writer_during_gc']['p99_ms']:.1f}"
-                    f" (max {g['writer_during_gc']['max_ms']:.0f})",
+                    f" (max {g['writer_during_gc']['max_ms']:.0f}, "
+                    f"{g.get('writes_failed_during_gc', 0)} failed)",
                     f"{r['bytes_per_checkpoint']:.0f}",
                 ]
             )  # fmt: skip
