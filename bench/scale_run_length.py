@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import json
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -121,8 +122,15 @@ def build(setup: str, calls: int, store_dir: Path, exporter: Exporter) -> Any:
 
 
 def child(setup: str, calls: int) -> dict[str, Any]:
-    """Measure one setup at one size in this (fresh) process."""
+    """Measure one setup at one size in this (fresh) process; its store is deleted after."""
     store_dir = Path(tempfile.mkdtemp(prefix="spanpoint-scale-length-"))
+    try:
+        return _measure(setup, calls, store_dir)
+    finally:
+        shutil.rmtree(store_dir, ignore_errors=True)
+
+
+def _measure(setup: str, calls: int, store_dir: Path) -> dict[str, Any]:
     exporter = Exporter()
     # The short warm-up agent is built first: building configures spanpoint, and the measured
     # run's configuration (its tracer provider, so its exporter) must be the one in force.
