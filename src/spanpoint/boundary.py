@@ -246,7 +246,10 @@ class _Call:
         span.set_status(_OK)
         raised = _end_span(span)
         if raised is not None:
-            scope.warn(f"a span processor raised ending the replay of {self.path!r}: {raised}")
+            scope.warn(
+                f"a span processor raised ending the replay of {self.path!r}: "
+                f"{exception_text(raised)}"
+            )
         self._journal(scope, span, "replayed", None)
         return output
 
@@ -394,7 +397,10 @@ class _Execution:
         if scope is None:
             return
         if raised is not None:
-            scope.warn(f"a span processor raised ending the span of {call.path!r}: {raised}")
+            scope.warn(
+                f"a span processor raised ending the span of {call.path!r}: "
+                f"{exception_text(raised)}"
+            )
         if call.claimed:
             try:
                 scope.store.release(call.key, call.owner)
@@ -423,7 +429,10 @@ class _Execution:
         if scope is not None:
             scope.count_executed(call.spec.kind)
             if raised is not None:
-                scope.warn(f"a span processor raised ending the span of {call.path!r}: {raised}")
+                scope.warn(
+                    f"a span processor raised ending the span of {call.path!r}: "
+                    f"{exception_text(raised)}"
+                )
         if staged is None:
             self._release_unused_lease()
             return
