@@ -249,7 +249,7 @@ print((w1 - w0) * 1e3, (w2 - w1) * 1e3, (c2 - c1) * 1e3)
 IMPORTS = {
     "spanpoint": (None, ["spanpoint"]),
     "spanpoint + GraphRunner": (None, ["spanpoint", "spanpoint.graph"]),
-    "spanpoint.instrumentor (zero-code)": (None, ["spanpoint.instrumentor"]),
+    "spanpoint.instrumentation (zero-code)": (None, ["spanpoint.instrumentation"]),
     "openinference": (None, ["openinference.instrumentation.langchain"]),
     "openllmetry": (None, ["opentelemetry.instrumentation.langchain"]),
     "otel_genai": ("otel_genai", ["opentelemetry.instrumentation.genai.langchain"]),

@@ -255,7 +255,7 @@ def _configure(store_dir: Path, telemetry: Telemetry) -> None:
 
 
 def _spanpoint_zero_code(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
-    from spanpoint.instrumentor import SpanpointInstrumentor
+    from spanpoint.instrumentation import SpanpointInstrumentor
 
     _configure(store_dir, telemetry)
     SpanpointInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
@@ -274,8 +274,8 @@ def _spanpoint_durable(
 
     def build(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
         import spanpoint
+        from spanpoint.calls.middleware import CheckpointMiddleware
         from spanpoint.graph import GraphRunner
-        from spanpoint.middleware import CheckpointMiddleware
 
         _configure(store_dir, telemetry)
         middleware = [CheckpointMiddleware()] if strategy == "calls" else []

@@ -139,7 +139,7 @@ def main(mode: str) -> None:
 
     zero_code, strategy = MODES[mode]
     if zero_code:
-        from spanpoint.instrumentor import SpanpointInstrumentor
+        from spanpoint.instrumentation import SpanpointInstrumentor
 
         SpanpointInstrumentor().instrument(strategy=strategy)
     agent = build(zero_code, strategy)

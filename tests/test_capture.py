@@ -18,8 +18,8 @@ import spanpoint
 from signals import Signals, install_signals
 from spanpoint import semconv
 from spanpoint.capture import REDACTED, CapturePolicy, is_secret_key
-from spanpoint.config import span_to_dict
 from spanpoint.graph import DurabilityPolicy, GraphRunner, RunRequest, build_resume_request
+from spanpoint.telemetry.jsonl import span_to_dict
 
 CONFIG_SECRET = "PLANTED-CONFIG-7f3a9"
 CONTEXT_SECRET = "PLANTED-CONTEXT-c41d"

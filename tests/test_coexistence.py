@@ -18,7 +18,7 @@ from langchain_core.tools import tool
 from opentelemetry.sdk.trace import ReadableSpan
 
 from fakes import ConversationModel
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.instrumentation import SpanpointInstrumentor
 from tests.conftest import Telemetry
 
 openinference = pytest.importorskip("openinference.instrumentation.langchain")

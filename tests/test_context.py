@@ -21,7 +21,7 @@ from langgraph.types import Send
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.instrumentation import SpanpointInstrumentor
 from tests.conftest import Telemetry
 
 

@@ -13,7 +13,7 @@ import spanpoint
 from fakes import ConversationModel
 from signals import Signals, install_signals
 from spanpoint import semconv
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.instrumentation import SpanpointInstrumentor
 from tests.conftest import Telemetry
 
 

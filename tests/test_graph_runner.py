@@ -248,7 +248,7 @@ def test_counting_nodes_returns_exactly_what_langgraph_invoke_returns(configured
 
     from langgraph.types import interrupt
 
-    from spanpoint.graph_invoke import counts_nodes, invoke_counting
+    from spanpoint.graph.invoke import counts_nodes, invoke_counting
 
     class Pair(TypedDict):
         log: Annotated[list[str], operator.add]
@@ -331,7 +331,7 @@ def test_a_run_result_survives_the_store_field_for_field() -> None:
     import dataclasses
 
     from spanpoint import serde
-    from spanpoint.graph_results import InterruptInfo, RunResult, decode_result, encode_result
+    from spanpoint.graph.results import InterruptInfo, RunResult, decode_result, encode_result
 
     result = RunResult(
         status="interrupted",

@@ -8,7 +8,7 @@ from typing import Any
 
 from spanpoint import GuardMiddleware
 from spanpoint._hooks import WRAP_HOOKS, sign_hooks
-from spanpoint.middleware import CheckpointMiddleware
+from spanpoint.calls.middleware import CheckpointMiddleware
 
 
 class Recorder:

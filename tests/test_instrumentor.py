@@ -20,7 +20,7 @@ from opentelemetry.trace import StatusCode
 import spanpoint
 from fakes import ConversationModel
 from spanpoint import semconv
-from spanpoint.instrumentor import SpanpointInstrumentor, strategy_from_env
+from spanpoint.instrumentation import SpanpointInstrumentor, strategy_from_env
 from tests.conftest import Telemetry
 
 
@@ -313,8 +313,8 @@ def test_unknown_strategy_is_a_clear_error() -> None:
 def test_calls_strategy_gives_create_agent_the_middleware_exactly_once(
     configured: Telemetry, user_added: bool
 ) -> None:
-    from spanpoint.graph_info import has_checkpoint_middleware
-    from spanpoint.middleware import CheckpointMiddleware
+    from spanpoint.calls.middleware import CheckpointMiddleware
+    from spanpoint.graph.inspect import has_checkpoint_middleware
 
     instrumentor = SpanpointInstrumentor()
     instrumentor.instrument(tracer_provider=configured.provider, strategy="calls")
@@ -338,7 +338,7 @@ def test_calls_strategy_gives_create_agent_the_middleware_exactly_once(
 def test_default_strategy_traces_agents_without_injecting(instrumented: Telemetry) -> None:
     from langchain.agents import create_agent
 
-    from spanpoint.graph_info import has_checkpoint_middleware
+    from spanpoint.graph.inspect import has_checkpoint_middleware
 
     agent = create_agent(plan_model(), [lookup], name="support")
     assert not has_checkpoint_middleware(agent)

@@ -15,7 +15,7 @@ import spanpoint
 from spanpoint import semconv
 from spanpoint.errors import NotInterruptedError
 from spanpoint.graph import DurabilityPolicy, GraphRunner, RunRequest, build_resume_request
-from spanpoint.graph_results import RunResult
+from spanpoint.graph.results import RunResult
 
 QUIET = DurabilityPolicy(warn_in_process=False)
 

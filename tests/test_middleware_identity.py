@@ -10,9 +10,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 from fakes import ConversationModel
-from spanpoint import call_identity, genai_spans
-from spanpoint.call_identity import model_call_fingerprint, tool_call_fingerprint
-from spanpoint.middleware import model_info
+from spanpoint.calls import attributes as genai_spans
+from spanpoint.calls import identity as call_identity
+from spanpoint.calls.identity import model_call_fingerprint, tool_call_fingerprint
+from spanpoint.calls.middleware import model_info
 
 
 @tool

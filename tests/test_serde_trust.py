@@ -380,7 +380,7 @@ def test_an_output_with_a_lone_surrogate_is_not_committed(
 def test_a_tool_call_with_unreadable_arguments_executes_uncached(configured: Telemetry) -> None:
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-    from spanpoint.middleware import CheckpointMiddleware
+    from spanpoint.calls.middleware import CheckpointMiddleware
 
     request = ToolCallRequest(
         tool_call={"name": "lookup", "args": {"lock": threading.Lock()}, "id": "c1"},
@@ -397,6 +397,6 @@ def test_a_tool_call_with_unreadable_arguments_executes_uncached(configured: Tel
 
 
 def test_a_message_with_a_lone_surrogate_has_a_faithful_model_call_fingerprint() -> None:
-    from spanpoint.call_identity import message_digest
+    from spanpoint.calls.identity import message_digest
 
     assert message_digest(HumanMessage("a\ud800")) != message_digest(HumanMessage("a?"))

@@ -154,7 +154,7 @@ def test_a_failing_log_pipeline_never_changes_a_result_unless_strict(
 
 
 def test_default_outputs_are_local_files_without_an_endpoint(tmp_path, monkeypatch) -> None:
-    from spanpoint.summary import default_logger_provider, default_meter_provider
+    from spanpoint.telemetry.providers import default_logger_provider, default_meter_provider
 
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     logger_provider, where = default_logger_provider(tmp_path)

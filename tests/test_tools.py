@@ -18,7 +18,7 @@ import spanpoint
 from fakes import ConversationModel, count_effect, read_effects
 from spanpoint import semconv
 from spanpoint.capture import CapturePolicy
-from spanpoint.config import span_to_dict
+from spanpoint.telemetry.jsonl import span_to_dict
 
 REQUEST = {"messages": [{"role": "user", "content": "go"}]}
 

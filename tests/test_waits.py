@@ -14,9 +14,9 @@ import spanpoint
 from spanpoint import semconv
 from spanpoint.cli import app
 from spanpoint.errors import ConfigurationError, NotInRunError, WaitInsideBoundaryError
-from spanpoint.graph import DurabilityPolicy, GraphRunner
+from spanpoint.graph import DurabilityPolicy, GraphRunner, wait_for_interrupt
 from spanpoint.stores import SqliteStore
-from spanpoint.waits import list_waits, provide_input, wait_for_input, wait_for_interrupt
+from spanpoint.waits import list_waits, provide_input, wait_for_input
 
 done: list[str] = []
 

@@ -27,7 +27,7 @@ from typing import Any
 from langgraph.checkpoint.postgres import PostgresSaver
 
 import spanpoint
-from spanpoint.demo import _HOOKS, build_triage_agent, run_ticket_flow
+from spanpoint.demo.flow import HOOKS, build_triage_agent, run_ticket_flow
 from spanpoint.graph import GraphRunner
 from spanpoint.waits import provide_input
 
@@ -48,7 +48,7 @@ def pod(dsn: str, role: str, run_id: str) -> dict[str, Any]:
     store = spanpoint.settings().store
     if role == "pod-b":  # the supervisor approved, through any pod (or `spanpoint input`)
         provide_input(run_id, "approval", True, store=store)
-    _HOOKS.effects = count_effect
+    HOOKS.effects = count_effect
     with PostgresSaver.from_conn_string(dsn) as saver:
         saver.setup()  # LangGraph's own migrations, beside spanpoint's tables
         runner = GraphRunner(build_triage_agent(count_effect, saver), name="triage")

@@ -13,6 +13,8 @@ Running the same durable run again returns committed outputs instead of executin
 
 from typing import TYPE_CHECKING
 
+from spanpoint._version import __version__
+from spanpoint.calls.policy import CallCheckpointPolicy
 from spanpoint.config import Settings, configure, settings
 from spanpoint.errors import (
     ConfigurationError,
@@ -37,15 +39,17 @@ from spanpoint.errors import (
     UnfingerprintableInputError,
     UntrustedCheckpointError,
 )
-from spanpoint.policy import CallCheckpointPolicy
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.run import current_run, run
 from spanpoint.step import step
 from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_store
 
 if TYPE_CHECKING:
-    from spanpoint.graph import DurabilityPolicy, GraphRunner, RunRequest, build_resume_request
-    from spanpoint.graph_results import InterruptInfo, RunResult
+    from spanpoint.calls.middleware import CheckpointMiddleware
+    from spanpoint.graph.results import InterruptInfo, RunResult
+    from spanpoint.graph.resume import build_resume_request, wait_for_interrupt
+    from spanpoint.graph.runner import GraphRunner
+    from spanpoint.graph.types import DurabilityPolicy, RunRequest
     from spanpoint.guard import (
         Guard,
         GuardConfig,
@@ -55,10 +59,7 @@ if TYPE_CHECKING:
         compile_guarded_graph,
         guard_graph,
     )
-    from spanpoint.middleware import CheckpointMiddleware
-    from spanpoint.waits import provide_input, wait_for_input, wait_for_interrupt
-
-__version__ = "0.1.0"
+    from spanpoint.waits import provide_input, wait_for_input
 
 __all__ = [
     "CallCheckpointPolicy",
@@ -117,15 +118,15 @@ __all__ = [
 
 # Graph names import LangGraph and the OTel log/metric SDKs: load them on first use.
 _LAZY = {
-    "DurabilityPolicy": "spanpoint.graph",
-    "GraphRunner": "spanpoint.graph",
-    "RunRequest": "spanpoint.graph",
-    "build_resume_request": "spanpoint.graph",
-    "InterruptInfo": "spanpoint.graph_results",
-    "RunResult": "spanpoint.graph_results",
+    "DurabilityPolicy": "spanpoint.graph.types",
+    "RunRequest": "spanpoint.graph.types",
+    "GraphRunner": "spanpoint.graph.runner",
+    "build_resume_request": "spanpoint.graph.resume",
+    "wait_for_interrupt": "spanpoint.graph.resume",
+    "InterruptInfo": "spanpoint.graph.results",
+    "RunResult": "spanpoint.graph.results",
     "provide_input": "spanpoint.waits",
     "wait_for_input": "spanpoint.waits",
-    "wait_for_interrupt": "spanpoint.waits",
     "Guard": "spanpoint.guard",
     "GuardConfig": "spanpoint.guard",
     "GuardMiddleware": "spanpoint.guard",
@@ -133,17 +134,14 @@ _LAZY = {
     "GuardedGraph": "spanpoint.guard",
     "compile_guarded_graph": "spanpoint.guard",
     "guard_graph": "spanpoint.guard",
+    # CheckpointMiddleware imports langchain.agents (over a second).
+    "CheckpointMiddleware": "spanpoint.calls.middleware",
 }
 
 
 def __getattr__(name: str) -> object:
-    # CheckpointMiddleware imports langchain.agents (over a second): load it on first use.
-    if name == "CheckpointMiddleware":
-        from spanpoint.middleware import CheckpointMiddleware
-
-        return CheckpointMiddleware
     if name in _LAZY:
-        import importlib
+        import importlib  # for import time: a lazy name's module loads on its first use
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'spanpoint' has no attribute {name!r}")

@@ -25,10 +25,10 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from spanpoint import processor, semconv, serde
+from spanpoint import processor, semconv, serde, spans
 from spanpoint.capture import exception_text, record_failure, redact_text
 from spanpoint.config import settings
 from spanpoint.errors import (
@@ -53,7 +53,6 @@ T = TypeVar("T")
 
 _MISSING: Any = object()
 _HELD: Any = object()
-_OK = Status(StatusCode.OK)
 _ORIGINAL_LINK = {"spanpoint.link": "original_execution"}
 
 
@@ -243,7 +242,7 @@ class _Call:
                 self.spec.on_replay(span, output)
             except Exception as exc:  # observability is best effort
                 span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exception_text(exc)}"])
-        span.set_status(_OK)
+        span.set_status(spans.STATUS_OK)
         raised = _end_span(span)
         if raised is not None:
             scope.warn(
@@ -370,7 +369,7 @@ class _Execution:
                 owner = call.owner if call.claimed else None
                 self.staged = processor.StagedOutput(scope.store, checkpoint, owner)
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
-        span.set_status(_OK)
+        span.set_status(spans.STATUS_OK)
         return output
 
     def fail(self, exc: BaseException) -> None:
@@ -384,12 +383,11 @@ class _Execution:
         if self.staged is not None:  # staged, then failed before the span ended (strict mode)
             ctx = self.ctx
             processor.unstage(ctx.trace_id, ctx.span_id)
-        control_flow = _is_graph_control_flow(exc)
+        control_flow = spans.is_control_flow(exc)
         if span.is_recording():
-            if type(exc).__name__ == "GraphInterrupt":
-                event, pause = _interrupt_attributes(exc)
-                span.add_event(semconv.EVENT_AGENT_PAUSED, event)
-                span.set_attributes(pause)  # where viewers look without opening events
+            if spans.is_interrupt(exc):
+                # The paused event, and the pause on the span where viewers look.
+                spans.paused_event(span, spans.interrupt_ids(exc), spans.interrupt_values(exc))
             elif not control_flow:
                 record_failure(span, exc)  # message and stack trace redacted
                 span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
@@ -543,39 +541,6 @@ def _original_links(cp: Checkpoint) -> list[Link]:
     return [Link(original, _ORIGINAL_LINK)]
 
 
-def _is_graph_control_flow(exc: BaseException) -> bool:
-    """Whether ``exc`` is LangGraph's GraphBubbleUp (an interrupt or a parent Command).
-
-    Matched by class name so that spanpoint's core does not import LangGraph's runtime.
-    """
-    return any(
-        c.__name__ == "GraphBubbleUp" and c.__module__ == "langgraph.errors"
-        for c in type(exc).__mro__
-    )
-
-
-def _interrupt_attributes(
-    exc: BaseException,
-) -> tuple[dict[str, AttributeValue], dict[str, AttributeValue]]:
-    """The ``gen_ai.agent.paused`` event's attributes and the paused span's (#445 pause id
-    and reason; the interrupts' values only when capture opts in)."""
-    interrupts = exc.args[0] if exc.args and isinstance(exc.args[0], list | tuple) else ()
-    ids = [str(getattr(i, "id", "")) for i in interrupts]
-    event: dict[str, AttributeValue] = {
-        semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids),
-        semconv.LANGGRAPH_INTERRUPT_IDS: ids,
-        semconv.GEN_AI_AGENT_PAUSE_REASON: semconv.PAUSE_REASON_HUMAN_INPUT,
-    }
-    if ids:
-        event[semconv.GEN_AI_AGENT_PAUSE_ID] = ids[0]
-    pause = {**event, semconv.STATUS: "interrupted"}
-    capture = settings().capture
-    if capture.captures_content or capture.capture_state:
-        values = [getattr(i, "value", None) for i in interrupts]
-        pause[semconv.GRAPH_INTERRUPT_VALUES] = capture.to_json(values)
-    return event, pause
-
-
 def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ``fn(*args, **kwargs)`` as the boundary ``spec`` (replaying it when committed)."""
     call = _Call(spec)
@@ -627,4 +592,58 @@ async def acall_boundary(
         raise
     execution.leave()
     execution.end()
+    return output
+
+
+# --- a boundary, or a plain span when replay=False -------------------------------------------
+
+
+def start_span(spec: BoundarySpec) -> trace.Span:
+    """Start the plain span of a span-only call (``spec.replay`` false): not a boundary."""
+    attrs = spec.attributes
+    attrs[semconv.BOUNDARY_KIND] = spec.kind
+    attrs[semconv.BOUNDARY_NAME] = spec.name
+    return settings().tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=attrs)
+
+
+def end_span(spec: BoundarySpec, span: trace.Span, output: Any) -> None:
+    """End a span-only call's span OK, described by ``spec.describe(output)``."""
+    if span.is_recording():
+        if spec.describe is not None:
+            try:
+                span.set_attributes(dict(spec.describe(output)))
+            except Exception as exc:  # observability is best effort
+                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
+        span.set_status(spans.STATUS_OK)
+    span.end()
+
+
+def span_call(spec: BoundarySpec, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` as the boundary ``spec`` when it replays, else in a plain span
+    where LangGraph's control-flow exceptions (interrupts) are not errors."""
+    if spec.replay:
+        return call_boundary(spec, fn, *args, **kwargs)
+    span = start_span(spec)
+    with spans.current(span):
+        try:
+            output = fn(*args, **kwargs)
+        except BaseException as exc:
+            spans.fail_span(span, exc)
+            raise
+    end_span(spec, span, output)
+    return output
+
+
+async def aspan_call(spec: BoundarySpec, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The async form of :func:`span_call`."""
+    if spec.replay:
+        return await acall_boundary(spec, fn, *args, **kwargs)
+    span = start_span(spec)
+    with spans.current(span):
+        try:
+            output = await fn(*args, **kwargs)
+        except BaseException as exc:
+            spans.fail_span(span, exc)
+            raise
+    end_span(spec, span, output)
     return output

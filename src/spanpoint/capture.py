@@ -44,6 +44,8 @@ from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
+from spanpoint.errors import ConfigurationError
+
 ContentMode = Literal["NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"]
 
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -265,8 +267,6 @@ class CapturePolicy:
     redact_keys: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
-        from spanpoint.errors import ConfigurationError
-
         if self.content not in ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"):
             raise ConfigurationError(
                 f"content must be NO_CONTENT, SPAN_ONLY, EVENT_ONLY or SPAN_AND_EVENT, "
@@ -400,6 +400,28 @@ class CapturePolicy:
         return out
 
 
+_DEFAULT_POLICY: CapturePolicy | None = None
+
+
+def default_policy() -> CapturePolicy:
+    """The process's capture policy: the one ``configure()`` chose, else the environment's.
+
+    ``spanpoint.configure`` sets it (:func:`set_default_policy`), so events and spans read
+    their policy here without reaching the settings (and through them the stores).
+    """
+    global _DEFAULT_POLICY
+    found = _DEFAULT_POLICY
+    if found is None:
+        found = _DEFAULT_POLICY = CapturePolicy.from_env()
+    return found
+
+
+def set_default_policy(policy: CapturePolicy | None) -> None:
+    """Make ``policy`` the process default (None: read the environment again on next use)."""
+    global _DEFAULT_POLICY
+    _DEFAULT_POLICY = policy
+
+
 def redact_text(text: str) -> str:
     """Redact credentials in free text: tokens become ``[REDACTED]``; the password of a DSN
     or URL and the value of a secret ``name=value`` become ``****``."""
@@ -481,8 +503,6 @@ def truncate(text: str, max_bytes: int) -> str:
 
 
 def _int_setting(name: str, raw: str) -> int:
-    from spanpoint.errors import ConfigurationError
-
     try:
         value = int(raw)
     except ValueError:

@@ -136,7 +136,7 @@ def input_(
     store: StoreOption = None,
 ) -> None:
     """Provide the input a waiting run asked for; run the run again to continue it."""
-    from spanpoint.waits import provide_input
+    from spanpoint.waits import provide_input  # for import time: each command loads its own
 
     try:
         parsed = json.loads(value)
@@ -161,7 +161,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run the offline ticket demo: a crash, then a replay, printed as trace trees."""
-    from spanpoint.demo import main as run_demo
+    from spanpoint.demo import main as run_demo  # for import time: LangChain, only for the demo
 
     raise typer.Exit(run_demo(run_id=run_id, echo=console.print))
 
@@ -246,6 +246,7 @@ def doctor(store: StoreOption = None) -> None:
     import os
     from pathlib import Path
 
+    # For import time: the OTel SDK loads for this command only.
     from spanpoint.config import DEFAULT_TRACE_FILE
     from spanpoint.telemetry import exporters
 

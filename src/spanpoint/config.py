@@ -12,30 +12,30 @@ It is idempotent: calling it again never adds a second processor or exporter.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import _get_from_env_or_default
 
 from spanpoint import semconv, serde
-from spanpoint.capture import CapturePolicy
+from spanpoint._version import __version__
+from spanpoint.capture import CapturePolicy, set_default_policy
 from spanpoint.errors import ConfigurationError
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
 from spanpoint.telemetry import exporters as _exporters
-from spanpoint.telemetry.files import PrivateAppender
-
-__version__ = "0.1.0"
+from spanpoint.telemetry import metrics as _metrics
+from spanpoint.telemetry import providers as _providers
+from spanpoint.telemetry.jsonl import JsonLinesSpanExporter
 
 DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
 
@@ -92,9 +92,9 @@ class Settings:
                 if isinstance(current, SdkLoggerProvider):
                     self._logger_provider, self.log_destination = current, "application"
                 elif self._logger_provider is None:
-                    from spanpoint.summary import default_logger_provider
-
-                    made = default_logger_provider(Path(self.telemetry_dir))
+                    made = _providers.default_logger_provider(
+                        Path(self.telemetry_dir), _providers.resource_of(self.tracer_provider)
+                    )
                     self._logger_provider, self.log_destination = made
         return self._logger_provider
 
@@ -110,9 +110,9 @@ class Settings:
                 if isinstance(current, SdkMeterProvider):
                     self._meter_provider, self.metric_destination = current, "application"
                 elif self._meter_provider is None:
-                    from spanpoint.summary import default_meter_provider
-
-                    made = default_meter_provider(Path(self.telemetry_dir))
+                    made = _providers.default_meter_provider(
+                        Path(self.telemetry_dir), _providers.resource_of(self.tracer_provider)
+                    )
                     self._meter_provider, self.metric_destination = made
         return self._meter_provider
 
@@ -198,6 +198,7 @@ def configure(
             Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE).parent
         )
         _set_allowed_types(settings, previous, allowed_types)
+        set_default_policy(settings.capture)
         _SETTINGS = settings
         return settings
 
@@ -240,6 +241,7 @@ def reset_for_tests() -> None:
     global _SETTINGS
     with _LOCK:
         _SETTINGS = None
+        set_default_policy(None)
         serde.set_allowed_types(())
 
 
@@ -280,10 +282,8 @@ def wire_provider(provider: TracerProvider) -> None:
         if provider in _WIRED:
             return
         provider.add_span_processor(CheckpointSpanProcessor())
-        from spanpoint.genai_metrics import GenAIMetricsProcessor
-
         # gen_ai.client.* metrics are recorded from spanpoint's spans as they end, in one place.
-        provider.add_span_processor(GenAIMetricsProcessor())
+        provider.add_span_processor(_metrics.GenAIMetricsProcessor())
         if not isinstance(provider.sampler, DurableSampler):
             # Tracers capture the sampler when created; spanpoint's tracer is created after
             # this, so its boundary spans get the durable sampler.
@@ -320,45 +320,6 @@ def _add_default_exporter(
     return resolved.describe(str(path))
 
 
-class JsonLinesSpanExporter(SpanExporter):
-    """Appends each span as one JSON object per line: the local trace output, no server needed."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._file = PrivateAppender(self.path)  # 0600 in a 0700 folder
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Append ``spans`` to the file."""
-        lines = [json.dumps(span_to_dict(s), separators=(",", ":")) for s in spans]
-        if not self._file.append(lines):
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        """Nothing held open between exports."""
-
-
-def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
-    """A compact, JSON-safe view of a finished span."""
-    ctx = span.context
-    return {
-        "name": span.name,
-        "trace_id": format(ctx.trace_id, "032x") if ctx else None,
-        "span_id": format(ctx.span_id, "016x") if ctx else None,
-        "parent_span_id": format(span.parent.span_id, "016x") if span.parent else None,
-        "start_ns": span.start_time,
-        "end_ns": span.end_time,
-        "status": span.status.status_code.name,
-        "attributes": dict(span.attributes or {}),
-        "events": [
-            {"name": e.name, "time_ns": e.timestamp, "attributes": dict(e.attributes or {})}
-            for e in span.events
-        ],
-        "links": [
-            {
-                "trace_id": format(link.context.trace_id, "032x"),
-                "span_id": format(link.context.span_id, "016x"),
-            }
-            for link in span.links
-        ],
-    }
+# Instruments (spanpoint.telemetry.metrics) find the meter provider through this source, so the
+# telemetry plumbing follows configure() without importing config.
+_providers.set_meter_source(lambda: settings().meter_provider)

@@ -23,7 +23,7 @@ from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
-from spanpoint.capture import CapturePolicy, truncate
+from spanpoint.capture import CapturePolicy, default_policy, truncate
 
 #: Events spanpoint adds to one span before it only counts them.
 MAX_EVENTS_PER_SPAN = 64
@@ -33,11 +33,7 @@ _COUNTS_LOCK = threading.Lock()
 
 
 def _policy(policy: CapturePolicy | None) -> CapturePolicy:
-    if policy is not None:
-        return policy
-    from spanpoint.config import settings
-
-    return settings().capture
+    return policy if policy is not None else default_policy()
 
 
 def bound_attributes(

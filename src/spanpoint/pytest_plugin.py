@@ -5,7 +5,7 @@ with the plugin as without it (``scripts/compat/langgraph_suite.py``, docs/compa
 
 At configure time the plugin builds a private SDK tracer provider (never the global one, so
 the suite under test sees the OpenTelemetry state it expects), wires spanpoint to it with an
-in-memory checkpoint store, and applies :class:`~spanpoint.instrumentor.SpanpointInstrumentor`.
+in-memory checkpoint store, and applies :class:`~spanpoint.instrumentation.SpanpointInstrumentor`.
 Every span is really created, attributed and ended; a counting processor keeps only the
 number of spans per operation (not the spans, so memory stays flat over thousands of tests).
 
@@ -61,8 +61,9 @@ class _State:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Configure spanpoint on a private provider and instrument LangGraph/LangChain."""
+    # For import time: pytest loads the plugin in every session; spanpoint loads when enabled.
     import spanpoint
-    from spanpoint.instrumentor import SpanpointInstrumentor
+    from spanpoint.instrumentation import SpanpointInstrumentor
     from spanpoint.stores import MemoryStore
 
     counter = SpanCounter()
@@ -75,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the patches and report the span counts of this process."""
-    from spanpoint.instrumentor import SpanpointInstrumentor
+    from spanpoint.instrumentation import SpanpointInstrumentor  # for import time (see above)
 
     SpanpointInstrumentor().uninstrument()
     counter = _State.counter

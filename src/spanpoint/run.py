@@ -34,7 +34,9 @@ from spanpoint.errors import (
     RunWaiting,
     StoreError,
 )
+from spanpoint.stores import open_store
 from spanpoint.stores.base import BoundaryRecord, CheckpointStore, RunStatus, process_owner_id
+from spanpoint.telemetry.metrics import count_boundaries
 
 logger = logging.getLogger("spanpoint")
 
@@ -344,8 +346,6 @@ class run:
         return self.__exit__(exc_type, exc, tb)
 
     def _resolve_store(self, cfg: Settings) -> CheckpointStore:
-        from spanpoint.stores import open_store
-
         if self._store_arg is None:
             return cfg.store
         if isinstance(self._store_arg, str):
@@ -354,8 +354,6 @@ class run:
 
 
 def _count_boundaries(scope: RunScope) -> None:
-    from spanpoint.genai_metrics import count_boundaries
-
     try:
         count_boundaries(scope.boundary_counts)
     except Exception as exc:  # observability is best effort

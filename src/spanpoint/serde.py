@@ -22,10 +22,9 @@ import dataclasses
 import enum
 import hashlib
 import importlib
-import json
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import PurePath
@@ -38,6 +37,7 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, ValidationError
 
+from spanpoint import _json
 from spanpoint.errors import (
     CorruptCheckpointError,
     SerializationError,
@@ -81,11 +81,14 @@ _DEFAULT_ALLOWED: dict[str, tuple[str, ...]] = {
     "langgraph.store.base": ("Item",),
     # spanpoint's own frozen value types (a step may return a graph call's result); named
     # here as data, imported only when a checkpoint holds one.
+    "spanpoint.graph.results": ("RunResult", "InterruptInfo"),
+    # Where they lived before the layout of issue 14: checkpoints written then name it.
     "spanpoint.graph_results": ("RunResult", "InterruptInfo"),
 }
+#: Modules that moved (old path -> new path): a checkpoint naming the old path still reads.
+_MOVED = {"spanpoint.graph_results": "spanpoint.graph.results"}
 #: Class methods a checkpoint may name (LangGraph writes datetimes as ``fromisoformat``).
 _ALLOWED_METHODS = frozenset({("datetime", "datetime", "fromisoformat")})
-
 
 
 def _default_table() -> dict[tuple[str, str], Any]:
@@ -140,7 +143,7 @@ def _target(module: Any, name: Any) -> Any:
         raise _refuse(str(module), str(name))
     found = _allowed[key]
     if found is None:
-        found = getattr(importlib.import_module(module), name)
+        found = getattr(importlib.import_module(_MOVED.get(module, module)), name)
         _allowed[key] = found
     return found
 
@@ -484,57 +487,9 @@ def _canonical_message(msg: BaseMessage, depth: int, seen: tuple[int, ...]) -> A
     return {"__message__": view}
 
 
-# One encoder for every fingerprint: json.dumps with options builds a new one per call.
-_STABLE_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def c_json(
-    key_separator: str,
-    item_separator: str,
-    *,
-    sort_keys: bool,
-    ensure_ascii: bool,
-    default: Callable[[Any], Any] | None = None,
-) -> Callable[[Any], str] | None:
-    """The C encoder ``JSONEncoder.iterencode`` would build, built once (identical output).
-
-    ``JSONEncoder.encode`` builds it through two Python frames on every call, which is most of
-    the cost of encoding a boundary's small identity or view. No marker dict, so the encoder
-    is safe to share between threads; a value that contains itself is a RecursionError (the
-    canonical views hashed here never do). None without the C accelerator.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    encode_str = (
-        json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
-    )
-    encoder = make(
-        None,
-        default or _reject,
-        encode_str,
-        None,
-        key_separator,
-        item_separator,
-        sort_keys,
-        False,
-        True,  # allow_nan: NaN and Infinity stay numbers, never the strings "nan" / "inf"
-    )
-    return lambda value: "".join(encoder(value, 0))
-
-
-def _reject(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-_stable_json: Callable[[Any], str] = (
-    c_json(":", ",", sort_keys=True, ensure_ascii=False) or _STABLE_ENCODER.encode
-)
-
-#: ``json.dumps(value)`` with its default options, for the small JSON texts a store keeps.
-json_text: Callable[[Any], str] = (
-    c_json(": ", ", ", sort_keys=False, ensure_ascii=True) or json.dumps
-)
+# The C JSON encoder lives in _json, a name module that stores may import without LangGraph.
+_stable_json = _json.stable_json
+json_text = _json.json_text
 
 
 def text_digest(text: str) -> str:

@@ -9,7 +9,7 @@ and the run goes on.
 A wait is not a boundary: it stands *between* boundaries, at the run's top level. Calling it
 inside a boundary body (a step, a graph node, a tool) is an error, because that boundary
 would be left half done; inside a LangGraph node use ``langgraph.types.interrupt`` and bridge
-it with :func:`wait_for_interrupt`.
+it with :func:`spanpoint.graph.resume.wait_for_interrupt`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanpoint import semconv
+from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError, RunWaiting, WaitInsideBoundaryError
 from spanpoint.events import add_bounded_event
-from spanpoint.graph import RunRequest, build_resume_request, pick_interrupt
-from spanpoint.graph_results import RunResult
-from spanpoint.run import current_frame, require_run
+from spanpoint.run import current_frame, require_run, validate_run_id
+from spanpoint.stores import open_store
 from spanpoint.stores.base import CheckpointStore, WaitRecord
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -71,39 +71,6 @@ def wait_for_input(
     return value
 
 
-def wait_for_interrupt(
-    result: RunResult,
-    *,
-    schema: Mapping[str, Any] | None = None,
-    question: str | None = None,
-    name: str | None = None,
-    interrupt_index: int | None = None,
-) -> RunRequest:
-    """Bridge a LangGraph interrupt to a durable wait; return the request that resumes it.
-
-    The wait is named ``name`` (default ``interrupt-<id prefix>``, stable across attempts)
-    and asks ``question`` (default: the interrupt's ``question`` field or string value).
-    """
-    if not isinstance(result, RunResult) or not result.interrupts:
-        build_resume_request(result, None)  # raises for a result that is not interrupted
-        raise ConfigurationError(
-            "the graph stopped at a static breakpoint, which takes no input; resume it with "
-            "build_resume_request(result, None)"
-        )
-    if interrupt_index is None and len(result.interrupts) > 1:
-        raise ConfigurationError(
-            f"the result has {len(result.interrupts)} interrupts; pass interrupt_index=N to "
-            "wait for one of them"
-        )
-    info = pick_interrupt(result.interrupts, interrupt_index or 0)
-    value = wait_for_input(
-        name or f"interrupt-{info.id[:12]}",
-        schema=schema,
-        question=question or _question_of(info.value),
-    )
-    return build_resume_request(result, value, interrupt_index=interrupt_index)
-
-
 def provide_input(
     run_id: str, name: str, value: Any, *, store: CheckpointStore | str | None = None
 ) -> WaitRecord:
@@ -111,8 +78,6 @@ def provide_input(
 
     The value must be JSON-serializable and match the wait's schema when it has one.
     """
-    from spanpoint.run import validate_run_id
-
     validate_run_id(run_id)
     _check_name(name)
     target = _store(store)
@@ -161,14 +126,6 @@ def schema_problem(value: Any, schema: Mapping[str, Any], where: str = "value") 
     return None
 
 
-def _question_of(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
-        return str(value["question"])
-    return None
-
-
 def _check_name(name: object) -> None:
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError("a wait needs a non-empty string name, such as 'approval'")
@@ -186,6 +143,7 @@ def _schema_dict(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 def _inside_graph() -> bool:
     try:
+        # For import time, and so waits runs without LangGraph: only a wait asks.
         from langgraph.config import get_config
 
         get_config()
@@ -195,9 +153,6 @@ def _inside_graph() -> bool:
 
 
 def _store(store: CheckpointStore | str | None) -> CheckpointStore:
-    from spanpoint.config import settings
-    from spanpoint.stores import open_store
-
     if store is None:
         return settings().store
     return open_store(store) if isinstance(store, str) else store

@@ -20,9 +20,9 @@ from langchain_core.tools import tool
 import spanpoint
 from fakes import ConversationModel
 from spanpoint import semconv
+from spanpoint.calls.attributes import describe_model_response, model_call_attributes
 from spanpoint.capture import CapturePolicy
-from spanpoint.genai_spans import describe_model_response, model_call_attributes
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.instrumentation import SpanpointInstrumentor
 from tests.conftest import Telemetry
 
 from .genai import MESSAGE_SCHEMAS, message_schema_errors, message_violations, violations

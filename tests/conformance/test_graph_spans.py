@@ -21,7 +21,7 @@ import spanpoint
 from fakes import ConversationModel
 from spanpoint import semconv
 from spanpoint.graph import DurabilityPolicy, GraphRunner
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.instrumentation import SpanpointInstrumentor
 from tests.conftest import Telemetry
 
 from .genai import missing_recommended, violations

@@ -23,7 +23,7 @@ import spanpoint
 from fakes import ConversationModel
 from spanpoint import semconv
 from spanpoint.capture import CapturePolicy
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.instrumentation import SpanpointInstrumentor
 from tests.conftest import Telemetry
 
 PLAN = [[{"name": "lookup_ticket", "args": {"ticket_id": 7}}]]

@@ -22,7 +22,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from opentelemetry.sdk.trace import TracerProvider
 
 import spanpoint
-from spanpoint import demo, serde
+from spanpoint import serde
+from spanpoint.demo import flow
 from spanpoint.graph import GraphRunner
 
 
@@ -55,12 +56,12 @@ def main() -> None:
             fh.flush()
             os.fsync(fh.fileno())
 
-    demo._HOOKS.effects = effects
-    demo._HOOKS.crash = "exit" if args.crash else "none"
+    flow.HOOKS.effects = effects
+    flow.HOOKS.crash = "exit" if args.crash else "none"
     saver = SqliteSaver(sqlite3.connect(args.langgraph_db, check_same_thread=False))
-    runner = GraphRunner(demo.build_triage_agent(effects, saver), name="triage")
+    runner = GraphRunner(flow.build_triage_agent(effects, saver), name="triage")
     approve = {"true": True, "false": False, "wait": "wait"}[args.approve]
-    outcome = demo.run_ticket_flow(runner, args.run_id, approve=approve, on_triaged=save)
+    outcome = flow.run_ticket_flow(runner, args.run_id, approve=approve, on_triaged=save)
     if outcome.error is not None:
         raise outcome.error
     print(json.dumps({"status": outcome.status, "attempt": outcome.attempt}))

@@ -17,14 +17,18 @@ Guard state lives in graph state under ``spanpoint_guard``: per thread, checkpoi
 on these objects. :meth:`GuardReport.from_state` reads it back.
 """
 
-from spanpoint.guard.config import GuardConfig, TokenPrice, ToolPolicy
-from spanpoint.guard.detectors import Detection, ToolResult
-from spanpoint.guard.engine import REASON_KEY, STATE_KEY, TERMINATED_KEY
-from spanpoint.guard.graph import guard_graph
-from spanpoint.guard.loop import Guard, GuardDecision, GuardStep
-from spanpoint.guard.middleware import GuardAgentState, GuardMiddleware
-from spanpoint.guard.report import GuardReport
-from spanpoint.guard.runner import GuardedGraph, compile_guarded_graph
+from typing import TYPE_CHECKING
+
+from spanpoint.guard.state import REASON_KEY, STATE_KEY, TERMINATED_KEY
+
+if TYPE_CHECKING:
+    from spanpoint.guard.config import GuardConfig, TokenPrice, ToolPolicy
+    from spanpoint.guard.detectors import Detection, ToolResult
+    from spanpoint.guard.graph import guard_graph
+    from spanpoint.guard.loop import Guard, GuardDecision, GuardStep
+    from spanpoint.guard.middleware import GuardAgentState, GuardMiddleware
+    from spanpoint.guard.report import GuardReport
+    from spanpoint.guard.runner import GuardedGraph, compile_guarded_graph
 
 __all__ = [
     "REASON_KEY",
@@ -45,3 +49,30 @@ __all__ = [
     "compile_guarded_graph",
     "guard_graph",
 ]
+
+# The adapters import LangGraph and langchain.agents (over a second): load a name on first use,
+# so reading the state keys (spanpoint.guard.state, run summaries) costs nothing.
+_LAZY = {
+    "GuardConfig": "spanpoint.guard.config",
+    "TokenPrice": "spanpoint.guard.config",
+    "ToolPolicy": "spanpoint.guard.config",
+    "Detection": "spanpoint.guard.detectors",
+    "ToolResult": "spanpoint.guard.detectors",
+    "guard_graph": "spanpoint.guard.graph",
+    "Guard": "spanpoint.guard.loop",
+    "GuardDecision": "spanpoint.guard.loop",
+    "GuardStep": "spanpoint.guard.loop",
+    "GuardAgentState": "spanpoint.guard.middleware",
+    "GuardMiddleware": "spanpoint.guard.middleware",
+    "GuardReport": "spanpoint.guard.report",
+    "GuardedGraph": "spanpoint.guard.runner",
+    "compile_guarded_graph": "spanpoint.guard.runner",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib  # for import time: only a lazy name's first use pays
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spanpoint.guard' has no attribute {name!r}")

@@ -23,16 +23,11 @@ from spanpoint.guard import budgets, detectors, termination
 from spanpoint.guard.config import CYCLE, TOOL_REPEAT, GuardConfig
 from spanpoint.guard.detectors import Detection
 from spanpoint.guard.reflection import guard_kind, reflection_message, reflection_text
+from spanpoint.guard.state import REASON_KEY, RUN_START, STATE_KEY, TERMINATED_KEY
 from spanpoint.guard.telemetry import GuardTelemetry
 
-STATE_KEY: Final = "spanpoint_guard"
-TERMINATED_KEY: Final = "guard_terminated"
-REASON_KEY: Final = "guard_reason"
 STATE_VERSION: Final = 1
 DETECTIONS_KEPT: Final = 50
-#: The key of the value a graph's input step writes to :data:`STATE_KEY` to open a new run
-#: (see :func:`run_start` and :func:`opened`).
-RUN_START: Final = "spanpoint_guard.run_start"
 
 
 class Decision(NamedTuple):

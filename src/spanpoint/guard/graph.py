@@ -40,16 +40,8 @@ from typing_extensions import is_typeddict
 
 from spanpoint.errors import ConfigurationError
 from spanpoint.guard.config import GuardConfig
-from spanpoint.guard.engine import (
-    REASON_KEY,
-    RUN_START,
-    STATE_KEY,
-    TERMINATED_KEY,
-    Decision,
-    GuardEngine,
-    opened,
-    run_start,
-)
+from spanpoint.guard.engine import Decision, GuardEngine, opened, run_start
+from spanpoint.guard.state import REASON_KEY, RUN_START, STATE_KEY, TERMINATED_KEY
 from spanpoint.guard.telemetry import GuardTelemetry
 
 

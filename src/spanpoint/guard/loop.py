@@ -20,8 +20,9 @@ from opentelemetry.metrics import MeterProvider
 from spanpoint.errors import GuardNotResumableError, GuardRunNotStoppedError
 from spanpoint.guard.config import GuardConfig
 from spanpoint.guard.detectors import ToolResult
-from spanpoint.guard.engine import STATE_KEY, GuardEngine
+from spanpoint.guard.engine import GuardEngine
 from spanpoint.guard.report import GuardReport
+from spanpoint.guard.state import STATE_KEY
 from spanpoint.guard.telemetry import GuardTelemetry
 
 

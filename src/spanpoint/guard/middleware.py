@@ -27,7 +27,8 @@ from opentelemetry.metrics import MeterProvider
 
 from spanpoint._hooks import sign_hooks
 from spanpoint.guard.config import GuardConfig
-from spanpoint.guard.engine import STATE_KEY, Decision, GuardEngine, state_updates
+from spanpoint.guard.engine import Decision, GuardEngine, state_updates
+from spanpoint.guard.state import STATE_KEY
 from spanpoint.guard.telemetry import GuardTelemetry
 
 

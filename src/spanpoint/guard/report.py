@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spanpoint.guard.engine import STATE_KEY
+from spanpoint.guard.state import STATE_KEY
 
 
 @dataclass(frozen=True, slots=True)

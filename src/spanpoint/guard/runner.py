@@ -38,10 +38,11 @@ from spanpoint.errors import (
 )
 from spanpoint.guard.claims import ResumeClaims, no_claim
 from spanpoint.guard.config import GuardConfig
-from spanpoint.guard.engine import STATE_KEY, GuardEngine, state_updates
+from spanpoint.guard.engine import GuardEngine, state_updates
 from spanpoint.guard.graph import guard_graph
 from spanpoint.guard.reflection import correction_message, guard_kind
 from spanpoint.guard.report import GuardReport
+from spanpoint.guard.state import STATE_KEY
 from spanpoint.guard.telemetry import GuardTelemetry
 from spanpoint.stores.base import CheckpointStore
 

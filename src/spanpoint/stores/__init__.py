@@ -60,6 +60,7 @@ def open_store(address: str | Path | None = None) -> CheckpointStore:
         return MemoryStore()
     if text.startswith(("postgresql://", "postgres://")):
         try:
+            # For import time, and so SQLite users need no psycopg: only a postgres address.
             from spanpoint.stores.postgres import PostgresStore
         except ImportError as exc:
             raise ConfigurationError(

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from spanpoint._json import json_text
 from spanpoint.errors import CorruptCheckpointError
-from spanpoint.serde import json_text
 
 RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted"]
 BoundaryStatus = Literal["ok", "error", "replayed", "interrupted"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -19,10 +19,8 @@ from rich.tree import Tree
 from spanpoint import semconv
 from spanpoint._terminal import visible
 from spanpoint.config import Settings
+from spanpoint.demo.flow import FlowOutcome
 from spanpoint.telemetry import exporters
-
-if TYPE_CHECKING:
-    from spanpoint.demo import FlowOutcome
 
 _EFFECTS = (
     ("model_call", "model calls"),

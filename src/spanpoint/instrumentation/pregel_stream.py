@@ -2,7 +2,7 @@
 
 A stream call is a graph-call span that stays open while the caller iterates; each chunk is a
 bounded span event; never a boundary. ``invoke`` runs ``stream`` internally: that inner call is
-claimed by the invoke span (:mod:`spanpoint._patches`) and passed through untraced.
+claimed by the invoke span (:mod:`spanpoint.instrumentation.pregel`) and passed through untraced.
 
 The OpenTelemetry context is attached only *around* each step of a stream, never across a
 ``yield``, so a consumer that stops early or iterates from another task cannot detach a
@@ -18,27 +18,26 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from spanpoint import semconv
-from spanpoint._patches import (
-    _ACTIVE,
+from spanpoint.events import StreamRecorder
+from spanpoint.instrumentation.pregel import (
+    ACTIVE,
+    ActiveGraphCall,
+    Graphs,
+    On,
     PatchOptions,
     Wrapper,
-    _adopted_span,
-    _call_attributes,
-    _config_of,
-    _GraphCall,
-    _Graphs,
-    _On,
+    adopted_span,
+    call_attributes,
+    config_of,
 )
-from spanpoint._spans import STATUS_OK, fail_span, paused_event
+from spanpoint.spans import STATUS_OK, fail_span, paused_event
 
 
 def _open_stream_span(
-    graphs: _Graphs, instance: Any, args: Any, kwargs: Any
+    graphs: Graphs, instance: Any, args: Any, kwargs: Any
 ) -> tuple[trace.Span, Any]:
-    from spanpoint.events import StreamRecorder
-
     meta = graphs.meta(instance)
-    attrs, _ = _call_attributes(meta, _config_of(args, kwargs), nested=_ACTIVE.get() is not None)
+    attrs, _ = call_attributes(meta, config_of(args, kwargs), nested=ACTIVE.get() is not None)
     span = meta.tracer.start_span(meta.span_name, attributes={**attrs, semconv.STRATEGY: "stream"})
     recorder = StreamRecorder(
         span,
@@ -62,17 +61,17 @@ def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None)
     span.end()
 
 
-def graph_stream(options: PatchOptions, switch: Any = _On) -> Wrapper:
+def graph_stream(options: PatchOptions, switch: Any = On) -> Wrapper:
     """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events.
 
     ``invoke`` runs ``stream`` internally: that inner call is claimed and passed through (it
     runs on every ``invoke``, so the check is inline).
     """
-    graphs = _Graphs(options)
+    graphs = Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if switch.active:
-            active = _ACTIVE.get()
+            active = ACTIVE.get()
             if active is None or active.graph is not instance or not active.inner_stream_pending:
                 return _traced_iter(graphs, wrapped, instance, args, kwargs)
             active.inner_stream_pending = False
@@ -82,21 +81,21 @@ def graph_stream(options: PatchOptions, switch: Any = _On) -> Wrapper:
 
 
 def _stream_scope(
-    graphs: _Graphs, instance: Any, args: Any, kwargs: Any
-) -> tuple[trace.Span, Any, Any, _GraphCall]:
+    graphs: Graphs, instance: Any, args: Any, kwargs: Any
+) -> tuple[trace.Span, Any, Any, ActiveGraphCall]:
     """The span a stream runs under (adopted from an enclosing graph call, else its own), its
     chunk recorder (None when adopted), the context to attach, and the graph call to mark."""
-    adopted = _adopted_span(_ACTIVE.get())
+    adopted = adopted_span(ACTIVE.get())
     span, recorder = (
         (adopted, None) if adopted else _open_stream_span(graphs, instance, args, kwargs)
     )
-    graph_call = _GraphCall(instance, inner_stream_pending=False)
+    graph_call = ActiveGraphCall(instance, inner_stream_pending=False)
     graph_call.span = span
     return span, recorder, trace.set_span_in_context(span), graph_call
 
 
 def _traced_iter(
-    graphs: _Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    graphs: Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> Iterator[Any]:
     span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
     graph_call_token = None
@@ -105,7 +104,7 @@ def _traced_iter(
     try:
         while True:
             token = otel_context.attach(ctx)
-            graph_call_token = _ACTIVE.set(graph_call)
+            graph_call_token = ACTIVE.set(graph_call)
             try:
                 if inner is None:
                     inner = wrapped(*args, **kwargs)
@@ -113,7 +112,7 @@ def _traced_iter(
             except StopIteration:
                 return
             finally:
-                _ACTIVE.reset(graph_call_token)
+                ACTIVE.reset(graph_call_token)
                 otel_context.detach(token)
             if recorder is not None:
                 recorder.record(chunk)
@@ -134,13 +133,13 @@ def _traced_iter(
             _end_stream_span(span, recorder, error)
 
 
-def graph_astream(options: PatchOptions, switch: Any = _On) -> Wrapper:
+def graph_astream(options: PatchOptions, switch: Any = On) -> Wrapper:
     """``Pregel.astream``: the async form of :func:`graph_stream`."""
-    graphs = _Graphs(options)
+    graphs = Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if switch.active:
-            active = _ACTIVE.get()
+            active = ACTIVE.get()
             if active is None or active.graph is not instance or not active.inner_stream_pending:
                 return _traced_aiter(graphs, wrapped, instance, args, kwargs)
             active.inner_stream_pending = False
@@ -150,7 +149,7 @@ def graph_astream(options: PatchOptions, switch: Any = _On) -> Wrapper:
 
 
 async def _traced_aiter(
-    graphs: _Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    graphs: Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> AsyncIterator[Any]:
     span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
     error: BaseException | None = None
@@ -158,7 +157,7 @@ async def _traced_aiter(
     try:
         while True:
             token = otel_context.attach(ctx)
-            graph_call_token = _ACTIVE.set(graph_call)
+            graph_call_token = ACTIVE.set(graph_call)
             try:
                 if inner is None:
                     inner = wrapped(*args, **kwargs)
@@ -166,7 +165,7 @@ async def _traced_aiter(
             except StopAsyncIteration:
                 return
             finally:
-                _ACTIVE.reset(graph_call_token)
+                ACTIVE.reset(graph_call_token)
                 otel_context.detach(token)
             if recorder is not None:
                 recorder.record(chunk)

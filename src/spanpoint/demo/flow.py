@@ -1,4 +1,4 @@
-"""``spanpoint demo``: a support-ticket flow that crashes once and is replayed. Offline.
+"""The ticket flow of ``spanpoint demo``: a support ticket that crashes once, then replays.
 
 The flow: load ticket → triage agent (a ``create_agent`` agent with a fake chat model, a tool
 that posts to Slack after a supervisor approves it through a LangGraph interrupt) → write
@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +28,9 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 
 import spanpoint
-from spanpoint._terminal import quoted, visible
-from spanpoint.graph import GraphRunner, RunRequest, build_resume_request
-from spanpoint.graph_results import RunResult
-from spanpoint.instrumentor import SpanpointInstrumentor
+from spanpoint.graph import GraphRunner, RunRequest, build_resume_request, wait_for_interrupt
+from spanpoint.graph.results import RunResult
 from spanpoint.run import current_run
-from spanpoint.waits import wait_for_interrupt
 
 TICKETS = {
     "42": {
@@ -153,33 +148,34 @@ class FlowHooks:
     crash: str = "none"  # "raise" (demo), "exit" (tests: the process dies), or "none"
 
 
-_HOOKS = FlowHooks(effects=lambda name: None)
+#: The hooks the flow's steps read: ``main`` and the crash tests set them before a run.
+HOOKS = FlowHooks(effects=lambda name: None)
 
 
 @spanpoint.step(name="load_ticket")
 def load_ticket(ticket_id: str) -> dict[str, str]:
     """Read the ticket (from a fixture table standing in for the help desk)."""
-    _HOOKS.effects("ticket_loaded")
+    HOOKS.effects("ticket_loaded")
     return dict(TICKETS[ticket_id])
 
 
 @spanpoint.step(name="write_report")
 def write_report(ticket: dict[str, str], triage: str) -> dict[str, str]:
     """Write the incident report; on the first attempt the report store is down."""
-    _HOOKS.effects("report_attempt")
+    HOOKS.effects("report_attempt")
     scope = current_run()
-    if scope is not None and scope.attempt == 1 and _HOOKS.crash != "none":
-        if _HOOKS.crash == "exit":
+    if scope is not None and scope.attempt == 1 and HOOKS.crash != "none":
+        if HOOKS.crash == "exit":
             os._exit(17)  # the process dies mid-step: nothing of this step is committed
         raise ReportStoreDown("the report store timed out (injected crash, attempt 1)")
-    _HOOKS.effects("report_written")
+    HOOKS.effects("report_written")
     return {"ticket": ticket["id"], "report": f"[{ticket['customer']}] {triage}"}
 
 
 @spanpoint.step(name="notify_customer")
 def notify_customer(ticket: dict[str, str], report: dict[str, str]) -> str:
     """Email the customer (counted, not sent)."""
-    _HOOKS.effects("customer_notified")
+    HOOKS.effects("customer_notified")
     return f"emailed {ticket['email']}: {report['report'][:60]}…"
 
 
@@ -243,46 +239,3 @@ def langgraph_checkpointer(folder: Path) -> Any:
     folder.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(folder / "demo-langgraph.db", check_same_thread=False)
     return SqliteSaver(conn)
-
-
-def main(*, run_id: str | None = None, echo: Callable[[Any], None] | None = None) -> int:
-    """Run the demo: two attempts of the ticket flow, printed as trace trees. Returns 0/1."""
-    from rich.console import Console
-
-    from spanpoint.demo_report import DemoReport
-
-    console = Console()
-    out = echo or console.print
-    cfg = spanpoint.configure()
-    report = DemoReport(cfg, out)
-    counts: Counter[str] = Counter()
-
-    def effects(name: str) -> None:
-        counts[name] += 1
-
-    _HOOKS.effects, _HOOKS.crash = effects, "raise"
-    checkpointer = langgraph_checkpointer(Path(cfg.telemetry_dir))
-    agent = build_triage_agent(effects, checkpointer)
-    runner = GraphRunner(agent, name="triage")
-    run_id = run_id or f"demo-ticket-42-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    if cfg.store.get_run(run_id) is not None:
-        out(
-            f"[red]run {quoted(run_id)} already exists in {visible(cfg.store.description)}[/]: "
-            "the demo shows a "
-            "first attempt, so it needs a new run id (omit --run-id for a fresh one)"
-        )
-        return 2
-    report.header(run_id)
-    outcomes = []
-    # The instrumentation the demo showcases: the model and tool calls inside each graph call
-    # become ``chat`` (with token usage) and ``execute_tool`` spans.
-    instrumentor = SpanpointInstrumentor()
-    instrumentor.instrument()  # onto the configuration above (a provider would reconfigure)
-    try:
-        for attempt in (1, 2):
-            outcomes.append(run_ticket_flow(runner, run_id))
-            report.attempt(attempt, outcomes[-1], counts)
-    finally:
-        instrumentor.uninstrument()
-        checkpointer.conn.close()
-    return report.finish(outcomes, counts)

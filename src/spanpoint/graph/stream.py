@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import trace
 
-from spanpoint import semconv
+from spanpoint import semconv, spans
 from spanpoint.events import StreamRecorder
-from spanpoint.graph_call import _END, _close_quietly, _current, _end_failed, _end_ok
-from spanpoint.graph_results import result_attributes
-
-if TYPE_CHECKING:
-    from spanpoint.graph import RunRequest
-    from spanpoint.graph_call import GraphCall
+from spanpoint.graph.call import END, GraphCall, close_quietly
+from spanpoint.graph.results import result_attributes
+from spanpoint.graph.types import RunRequest
 
 
 def _open_recorded(
     call: GraphCall, req: RunRequest, kwargs: dict[str, Any]
 ) -> tuple[float, trace.Span, StreamRecorder]:
     """Start time, the stream's span, and the recorder that turns its chunks into events."""
-    started, span = time.perf_counter(), call._open_span(req, "stream")
+    started, span = time.perf_counter(), call.open_span(req, "stream")
     recorder = StreamRecorder(
         span,
         stream_mode=kwargs.get("stream_mode") or getattr(call.graph, "stream_mode", None),
@@ -41,27 +38,28 @@ def _open_recorded(
 def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> Iterator[Any]:
     """Yield the graph's chunks; record each as a span event."""
     started, span, recorder = _open_recorded(call, req, kwargs)
-    with _current(span):
-        chunks = iter(call.graph.stream(req.input, req.graph_config(), **call._kwargs(req, kwargs)))
+    with spans.current(span):
+        kw = call.call_kwargs(req, kwargs)
+        chunks = iter(call.graph.stream(req.input, req.graph_config(), **kw))
     try:
         while True:
-            with _current(span):
-                chunk = next(chunks, _END)
-            if chunk is _END:
+            with spans.current(span):
+                chunk = next(chunks, END)
+            if chunk is END:
                 break
             recorder.record(chunk)
             yield chunk
         snapshot = None
         if call.info.has_state:
-            with _current(span):
+            with spans.current(span):
                 snapshot = call.graph.get_state(req.state_config(), subgraphs=True)
     except GeneratorExit:
-        _close_quietly(chunks)
+        close_quietly(chunks)
         _end_stream(call, span, recorder, req, started, None, closed_early=True)
         raise
     except BaseException as exc:  # cancelled or interrupted too: end the span
-        _end_failed(span, exc)
-        call._summarize(req, started, None, exc, {"chunks": recorder.count})
+        spans.end_failed(span, exc)
+        call.summarize(req, started, None, exc, {"chunks": recorder.count})
         raise
     _end_stream(call, span, recorder, req, started, snapshot)
 
@@ -71,26 +69,26 @@ async def astream_graph(
 ) -> AsyncIterator[Any]:
     """The async form of :func:`stream_graph`."""
     started, span, recorder = _open_recorded(call, req, kwargs)
-    with _current(span):
-        chunks = call.graph.astream(req.input, req.graph_config(), **call._kwargs(req, kwargs))
+    with spans.current(span):
+        chunks = call.graph.astream(req.input, req.graph_config(), **call.call_kwargs(req, kwargs))
     try:
         while True:
-            with _current(span):
-                chunk = await anext(chunks, _END)
-            if chunk is _END:
+            with spans.current(span):
+                chunk = await anext(chunks, END)
+            if chunk is END:
                 break
             recorder.record(chunk)
             yield chunk
         snapshot = None
         if call.info.has_state:
-            with _current(span):
+            with spans.current(span):
                 snapshot = await call.graph.aget_state(req.state_config(), subgraphs=True)
     except GeneratorExit:
         _end_stream(call, span, recorder, req, started, None, closed_early=True)
         raise
     except BaseException as exc:  # cancelled or interrupted too: end the span
-        _end_failed(span, exc)
-        call._summarize(req, started, None, exc, {"chunks": recorder.count})
+        spans.end_failed(span, exc)
+        call.summarize(req, started, None, exc, {"chunks": recorder.count})
         raise
     _end_stream(call, span, recorder, req, started, snapshot)
 
@@ -107,9 +105,9 @@ def _end_stream(
 ) -> None:
     recorder.finish()
     output = {"__interrupt__": recorder.interrupts} if recorder.interrupts else None
-    result = call._finish(span, req, output, snapshot)
+    result = call.finish(span, req, output, snapshot)
     attrs = result_attributes(result)
     if closed_early:
         attrs[semconv.STREAM_CLOSED_EARLY] = True
-    _end_ok(span, attrs)
-    call._summarize(req, started, result, None, {"chunks": recorder.count}, "stream")
+    spans.end_ok(span, attrs)
+    call.summarize(req, started, result, None, {"chunks": recorder.count}, "stream")

@@ -1,6 +1,6 @@
 """GenAI attributes of ``chat`` and ``execute_tool`` spans, in one place.
 
-The middleware (``spanpoint.middleware``) and the zero-code patches build their spans from
+The middleware (``spanpoint.calls.middleware``) and the zero-code patches build their spans from
 these functions, so a model call or a tool call looks the same however it was traced: the
 request attributes when the span starts, the response attributes (also on a replayed span)
 when it ends, and message content only when the capture policy opts in.
@@ -21,7 +21,7 @@ from langgraph.types import Command
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
-from spanpoint.call_identity import FieldMemo
+from spanpoint.calls.identity import FieldMemo
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
@@ -340,38 +340,6 @@ def _shorten(value: Any, budget: int, inside: bool = False) -> Any:
 
 
 # --- interrupts: pause and resume (semantic-conventions-genai #445) ------------------------
-
-
-def pause_attributes(
-    ids: Sequence[str], values: Sequence[Any] | None, capture: CapturePolicy
-) -> dict[str, AttributeValue]:
-    """Span attributes of a graph call, agent or tool that an interrupt paused.
-
-    ``gen_ai.agent.pause.id`` is LangGraph's interrupt id (the first, when several are
-    pending: ``langgraph.interrupt.ids`` lists them all); a LangGraph interrupt waits for a
-    resume value, which #445 calls ``human_input``. The interrupt's value (the question) is
-    content: only when capture opts in.
-    """
-    attrs: dict[str, AttributeValue] = {
-        semconv.GEN_AI_AGENT_PAUSE_REASON: semconv.PAUSE_REASON_HUMAN_INPUT,
-        semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids),
-        semconv.STATUS: "interrupted",
-    }
-    if ids:
-        attrs[semconv.GEN_AI_AGENT_PAUSE_ID] = str(ids[0])
-        attrs[semconv.LANGGRAPH_INTERRUPT_IDS] = [str(i) for i in ids]
-    if values is not None and (capture.captures_content or capture.capture_state):
-        attrs[semconv.GRAPH_INTERRUPT_VALUES] = capture.to_json(list(values))
-    return attrs
-
-
-def resume_attributes(ids: Sequence[str]) -> dict[str, AttributeValue]:
-    """Attributes of a ``gen_ai.agent.resumed`` event: the interrupts its value answers."""
-    attrs: dict[str, AttributeValue] = {semconv.LANGGRAPH_INTERRUPT_IDS: [str(i) for i in ids]}
-    if ids:
-        attrs[semconv.GEN_AI_AGENT_RESUMED_FROM_TYPE] = semconv.RESUMED_FROM_PAUSE
-        attrs[semconv.GEN_AI_AGENT_RESUMED_FROM_ID] = str(ids[0])
-    return attrs
 
 
 # --- graph calls and runs: what went in, what came out ------------------------------------

@@ -16,42 +16,24 @@ next to the local trace file (``.spanpoint/logs.jsonl``, ``metrics.jsonl``).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
-from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
-from opentelemetry.sdk._logs import ReadableLogRecord
-from opentelemetry.sdk._logs.export import (
-    BatchLogRecordProcessor,
-    LogRecordExporter,
-    LogRecordExportResult,
-)
-from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
-from opentelemetry.sdk.metrics.export import (
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-    PeriodicExportingMetricReader,
-)
-from opentelemetry.sdk.resources import Resource
 
 from spanpoint import semconv
-from spanpoint._per_provider import PerProvider
-from spanpoint.config import __version__, settings
+from spanpoint._version import __version__
+from spanpoint.config import settings
 from spanpoint.errors import SpanpointError
-from spanpoint.graph_results import RunResult
+from spanpoint.graph.results import RunResult
+from spanpoint.guard.state import STATE_KEY as GUARD_STATE_KEY
 from spanpoint.run import current_run
-from spanpoint.telemetry import exporters
-from spanpoint.telemetry.files import PrivateAppender
+from spanpoint.telemetry._per_provider import PerProvider
 
 logger = logging.getLogger("spanpoint")
 
@@ -100,16 +82,13 @@ def build_summary(
     return summary
 
 
-#: The graph-state key of the guard (``spanpoint.guard.STATE_KEY``), checked before importing.
-_GUARD_STATE_KEY = "spanpoint_guard"
-
-
 def _guard_report(result: RunResult | None) -> dict[str, Any] | None:
     """The guard's report when the graph ran under the guard (its state is in the output)."""
     output = result.output if result is not None else None
-    if not isinstance(output, Mapping) or _GUARD_STATE_KEY not in output:
+    if not isinstance(output, Mapping) or GUARD_STATE_KEY not in output:
         return None
-    from spanpoint.guard.report import GuardReport  # only graphs that run the guard pay for it
+    # For import time: only graphs that run the guard pay for the guard's report.
+    from spanpoint.guard.report import GuardReport
 
     report = GuardReport.from_state(
         output, thread_id=result.thread_id, checkpoint_id=result.latest_checkpoint_id
@@ -255,107 +234,3 @@ _MAX_PENDING = 64
 
 
 _instruments: PerProvider[_Instruments] = PerProvider(_Instruments)
-
-
-# --- default providers (used by spanpoint.config when the application has none) -------------
-
-
-def default_logger_provider(local_dir: Path) -> tuple[LoggerProvider, str]:
-    """An SDK logger provider as ``OTEL_LOGS_EXPORTER`` and the OTLP variables ask (see
-    ``spanpoint.telemetry.exporters``); with no endpoint, ``local_dir/logs.jsonl``."""
-    resolved = exporters.resolve("logs")
-    path = local_dir / "logs.jsonl"
-    # Shut down with the tracer and meter providers, together and bounded.
-    provider = SdkLoggerProvider(resource=_resource(), shutdown_on_exit=False)
-    for exporter in exporters.build(resolved, lambda: JsonLinesLogExporter(path), str(path)):
-        provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
-    exporters.shutdown_at_exit(provider)
-    return provider, resolved.describe(str(path))
-
-
-def default_meter_provider(local_dir: Path) -> tuple[MeterProvider, str]:
-    """An SDK meter provider chosen like :func:`default_logger_provider` (``metrics.jsonl``)."""
-    resolved = exporters.resolve("metrics")
-    path = local_dir / "metrics.jsonl"
-    readers = [
-        PeriodicExportingMetricReader(exporter)
-        for exporter in exporters.build(
-            resolved, lambda: JsonLinesMetricExporter(path), str(path)
-        )
-    ]
-    provider = SdkMeterProvider(
-        metric_readers=readers, resource=_resource(), shutdown_on_exit=False
-    )
-    exporters.shutdown_at_exit(provider)
-    return provider, resolved.describe(str(path))
-
-
-def _resource() -> Resource:
-    provider = settings().tracer_provider
-    resource = getattr(provider, "resource", None)
-    return resource if isinstance(resource, Resource) else Resource.create()
-
-
-class JsonLinesLogExporter(LogRecordExporter):
-    """Appends each log record as one JSON object per line (the local output, no server)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._file = PrivateAppender(self.path)  # 0600 in a 0700 folder
-
-    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        """Append ``batch`` to the file."""
-        lines = []
-        for item in batch:
-            record = item.log_record
-            ctx = record.span_id and record.trace_id
-            lines.append(
-                json.dumps(
-                    {
-                        "event_name": record.event_name,
-                        "time_ns": record.timestamp or record.observed_timestamp,
-                        "severity": record.severity_text,
-                        "trace_id": format(record.trace_id, "032x") if ctx else None,
-                        "span_id": format(record.span_id, "016x") if ctx else None,
-                        "attributes": dict(record.attributes or {}),
-                        "body": record.body,
-                    },
-                    separators=(",", ":"),
-                    default=str,
-                )
-            )
-        return _append(self._file, lines, LogRecordExportResult)
-
-    def shutdown(self) -> None:
-        """Nothing held open between exports."""
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Exports write synchronously."""
-        return True
-
-
-class JsonLinesMetricExporter(MetricExporter):
-    """Appends each metrics collection as one JSON object per line."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__()
-        self.path = Path(path)
-        self._file = PrivateAppender(self.path)  # 0600 in a 0700 folder
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        """Append one collection to the file."""
-        line = json.dumps(json.loads(metrics_data.to_json(indent=None)), separators=(",", ":"))
-        return _append(self._file, [line], MetricExportResult)
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        """Exports write synchronously."""
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        """Nothing held open between exports."""
-
-
-def _append(file: PrivateAppender, lines: list[str], result: Any) -> Any:
-    return result.SUCCESS if file.append(lines) else result.FAILURE

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
-from spanpoint import serde
+from spanpoint import _json, serde
 from spanpoint.errors import UnfingerprintableInputError
 
 T = TypeVar("T")
@@ -87,10 +87,10 @@ _ENCODER = json.JSONEncoder(
 )
 
 
-# Built once, in C (serde.c_json): these fingerprints encode small values many times per
+# Built once, in C (_json.c_json): these fingerprints encode small values many times per
 # model call. Identical output to _ENCODER.
 _encode = (
-    serde.c_json(":", ",", sort_keys=True, ensure_ascii=False, default=_default) or _ENCODER.encode
+    _json.c_json(":", ",", sort_keys=True, ensure_ascii=False, default=_default) or _ENCODER.encode
 )
 
 

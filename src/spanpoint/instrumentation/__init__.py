@@ -1,6 +1,6 @@
 """Zero-code instrumentation: ``opentelemetry-instrument python agent.py`` and nothing else.
 
->>> from spanpoint.instrumentor import SpanpointInstrumentor   # doctest: +SKIP
+>>> from spanpoint.instrumentation import SpanpointInstrumentor   # doctest: +SKIP
 >>> SpanpointInstrumentor().instrument()                        # doctest: +SKIP
 >>> graph.invoke({"messages": [...]})   # an ``invoke_workflow LangGraph`` span
 
@@ -12,7 +12,7 @@ LangChain instrumentations of OpenInference and OpenLLMetry use ``langchain``), 
   included): graph-call spans; inside ``spanpoint.run`` with the ``graph_call`` strategy the
   outermost graph call is a durable boundary;
 - ``langchain.agents.create_agent`` (``calls`` strategy only):
-  :class:`~spanpoint.middleware.CheckpointMiddleware` is added once (never when the agent
+  :class:`~spanpoint.calls.middleware.CheckpointMiddleware` is added once (never when the agent
   already has one), so every model and tool call is a boundary inside a run. With the
   default ``graph_call`` strategy nothing is injected: any wrapping middleware changes the
   agent LangChain builds;
@@ -41,8 +41,11 @@ from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type:
 from opentelemetry.instrumentation.utils import unwrap
 from wrapt import wrap_function_wrapper
 
-from spanpoint import _call_patches, _patches, _stream_patches
+from spanpoint.config import configure
 from spanpoint.errors import ConfigurationError
+from spanpoint.instrumentation import langchain as langchain_calls
+from spanpoint.instrumentation import pregel, pregel_stream
+from spanpoint.instrumentation.package import instruments
 
 logger = logging.getLogger("spanpoint")
 
@@ -60,7 +63,7 @@ def strategy_from_env(value: str | None = None) -> str:
     """The strategy asked for (argument, else ``$SPANPOINT_STRATEGY``, else ``graph_call``)."""
     raw = value if value is not None else os.environ.get(STRATEGY_ENV, "graph_call")
     strategy = raw.strip().lower() or "graph_call"
-    if strategy not in _patches.STRATEGIES:
+    if strategy not in pregel.STRATEGIES:
         raise ConfigurationError(
             f"{STRATEGY_ENV}={raw!r} is not a strategy: use 'graph_call' (one boundary per "
             "graph call) or 'calls' (a boundary per model and tool call)"
@@ -84,29 +87,28 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def instrumentation_dependencies(self) -> Collection[str]:
         """The packages that must be installed for :meth:`instrument` to apply."""
-        return ("langgraph >= 1.0",)
+        return instruments
 
     def _instrument(self, **kwargs: Any) -> None:
-        options = _patches.PatchOptions(strategy=strategy_from_env(kwargs.get("strategy")))
+        options = pregel.PatchOptions(strategy=strategy_from_env(kwargs.get("strategy")))
         self._strategy = options.strategy
         provider = kwargs.get("tracer_provider")
         if provider is not None or kwargs.get("store") is not None:
-            from spanpoint.config import configure
-
             configure(tracer_provider=provider, store=kwargs.get("store"))
         self._patched = []
         self._switch = _Switch()
-        pregel = importlib.import_module(_PREGEL)
+        langgraph_pregel = importlib.import_module(_PREGEL)
         for method, factory in (
-            ("invoke", _patches.graph_invoke),
-            ("ainvoke", _patches.graph_ainvoke),
-            ("stream", _stream_patches.graph_stream),
-            ("astream", _stream_patches.graph_astream),
+            ("invoke", pregel.graph_invoke),
+            ("ainvoke", pregel.graph_ainvoke),
+            ("stream", pregel_stream.graph_stream),
+            ("astream", pregel_stream.graph_astream),
         ):
             # The graph wrappers run on every graph call: they check the switch themselves
             # rather than through a _Switchable frame.
             wrapper = factory(options, self._switch)
-            self._wrap(_PREGEL, f"Pregel.{method}", wrapper, owner=pregel.Pregel, guard=False)
+            owner = langgraph_pregel.Pregel
+            self._wrap(_PREGEL, f"Pregel.{method}", wrapper, owner=owner, guard=False)
         if _middleware_available():
             self._instrument_langchain()
 
@@ -114,8 +116,8 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         chat_models = importlib.import_module(_CHAT_MODEL).BaseChatModel
         tools = importlib.import_module(_TOOLS).BaseTool
         for module, owner, factory in (
-            (_CHAT_MODEL, chat_models, _call_patches.chat_model_invoke),
-            (_TOOLS, tools, _call_patches.tool_invoke),
+            (_CHAT_MODEL, chat_models, langchain_calls.chat_model_invoke),
+            (_TOOLS, tools, langchain_calls.tool_invoke),
         ):
             self._wrap(module, f"{owner.__name__}.invoke", factory(is_async=False), owner=owner)
             self._wrap(module, f"{owner.__name__}.ainvoke", factory(is_async=True), owner=owner)
@@ -124,9 +126,10 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             # patches above. Injecting a middleware would change the agent LangChain builds
             # (docs/compatibility.md), so it is only done when calls are the boundaries.
             return
-        from spanpoint.middleware import CheckpointMiddleware
+        # For import time: the middleware loads langchain.agents (over a second).
+        from spanpoint.calls.middleware import CheckpointMiddleware
 
-        wrapper = _call_patches.create_agent(CheckpointMiddleware, CheckpointMiddleware)
+        wrapper = langchain_calls.create_agent(CheckpointMiddleware, CheckpointMiddleware)
         for module_name in _CREATE_AGENT_MODULES:
             module = importlib.import_module(module_name)
             self._wrap(module_name, "create_agent", wrapper, owner=module)
@@ -187,7 +190,7 @@ class _Switchable:
 def _middleware_available() -> bool:
     """Whether LangChain's agent middleware (and so spanpoint's) can be imported."""
     try:
-        importlib.import_module("spanpoint.middleware")
+        importlib.import_module("spanpoint.calls.middleware")
     except ImportError as exc:
         logger.debug("spanpoint: model/tool patches off, langchain unavailable: %s", exc)
         return False

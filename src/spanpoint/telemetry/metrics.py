@@ -30,8 +30,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, StatusCode
 
 from spanpoint import semconv
-from spanpoint._per_provider import PerProvider
-from spanpoint.config import settings
+from spanpoint._version import __version__
+from spanpoint.telemetry import providers
+from spanpoint.telemetry._per_provider import PerProvider
 
 # Bucket boundaries the GenAI conventions advise for these two histograms.
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48)
@@ -51,8 +52,6 @@ _KEYS = (
 
 class _Instruments:
     def __init__(self, provider: Any) -> None:
-        from spanpoint.config import __version__
-
         meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
         self.duration = meter.create_histogram(
             semconv.METRIC_GEN_AI_OPERATION_DURATION,
@@ -157,7 +156,7 @@ _LAST: tuple[Any, _Instruments | None] = (lambda: None, None)
 
 def _current_instruments() -> _Instruments:
     global _LAST
-    provider = settings().meter_provider
+    provider = providers.meter_provider()
     last_provider, found = _LAST
     if found is None or last_provider() is not provider:
         found = _instruments(provider)

@@ -7,8 +7,8 @@ models and tools called directly in graph nodes (``model.invoke`` in a node, the
 boundaries stay where the middleware stands), and never a second span for a call the
 middleware already traces: its span is current when the model or tool runs.
 
-The attributes come from ``spanpoint.genai_spans``, which the middleware uses too (one place
-builds GenAI call attributes); these patches are installed where ``spanpoint.middleware``
+The attributes come from ``spanpoint.calls.attributes``, which the middleware uses too (one place
+builds GenAI call attributes); these patches are installed where ``spanpoint.calls.middleware``
 imports (langchain is installed).
 """
 
@@ -21,10 +21,9 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from spanpoint import semconv
-from spanpoint._patches import Wrapper
-from spanpoint._spans import aspan_call, span_call
-from spanpoint.boundary import BoundarySpec
+from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.config import settings
+from spanpoint.instrumentation.pregel import Wrapper
 
 # --- create_agent ----------------------------------------------------------------------------
 
@@ -63,10 +62,11 @@ def model_call_spec(model: Any, model_input: Any) -> BoundarySpec:
     """A span-only ``chat {model}`` description of a direct chat-model call."""
     from langchain_core.messages import BaseMessage
 
-    from spanpoint import genai_spans
+    # For import time: the GenAI attributes load langchain.agents, paid by the first call.
+    from spanpoint.calls import attributes
 
     capture = settings().capture
-    provider, model_name, ls_params = genai_spans.model_info(model)
+    provider, model_name, ls_params = attributes.model_info(model)
     messages = None
     if capture.content_on_spans and isinstance(model_input, list):
         messages = [m for m in model_input if isinstance(m, BaseMessage)]
@@ -74,18 +74,19 @@ def model_call_spec(model: Any, model_input: Any) -> BoundarySpec:
         kind=semconv.KIND_MODEL_CALL,
         name=model_name,
         span_name=f"{semconv.OP_CHAT} {model_name}",
-        attributes=genai_spans.model_call_attributes(
+        attributes=attributes.model_call_attributes(
             provider, model_name, ls_params, capture, messages
         ),
         span_kind=SpanKind.CLIENT,
         replay=False,
-        describe=lambda out: genai_spans.describe_model_response(out, model_name, capture),
+        describe=lambda out: attributes.describe_model_response(out, model_name, capture),
     )
 
 
 def tool_call_spec(tool: Any, tool_input: Any) -> BoundarySpec:
     """A span-only ``execute_tool {tool}`` description of a direct tool call."""
-    from spanpoint import genai_spans
+    # For import time: the GenAI attributes load langchain.agents, paid by the first call.
+    from spanpoint.calls import attributes
 
     capture = settings().capture
     name = str(getattr(tool, "name", None) or type(tool).__name__)
@@ -97,11 +98,11 @@ def tool_call_spec(tool: Any, tool_input: Any) -> BoundarySpec:
         kind=semconv.KIND_TOOL_CALL,
         name=name,
         span_name=f"{semconv.OP_EXECUTE_TOOL} {name}",
-        attributes=genai_spans.tool_call_attributes(
+        attributes=attributes.tool_call_attributes(
             name, call_id, description if isinstance(description, str) else None, args, capture
         ),
         replay=False,
-        describe=lambda result: genai_spans.describe_tool_result(result, capture),
+        describe=lambda result: attributes.describe_tool_result(result, capture),
     )
 
 

@@ -52,14 +52,11 @@ from langgraph.types import Command
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
-from spanpoint import call_identity, semconv
+from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
-from spanpoint._spans import aspan_call, span_call
-from spanpoint.boundary import BoundarySpec
-from spanpoint.capture import CapturePolicy
-from spanpoint.config import settings
-from spanpoint.errors import ConfigurationError, UnfingerprintableInputError
-from spanpoint.genai_spans import (
+from spanpoint.boundary import BoundarySpec, aspan_call, span_call
+from spanpoint.calls import identity as call_identity
+from spanpoint.calls.attributes import (
     describe_model_response,
     describe_tool_result,
     model_call_attributes,
@@ -67,7 +64,10 @@ from spanpoint.genai_spans import (
     tool_call_attributes,
     tool_name,
 )
-from spanpoint.policy import CallCheckpointPolicy, CallMode
+from spanpoint.calls.policy import CallCheckpointPolicy, CallMode
+from spanpoint.capture import CapturePolicy
+from spanpoint.config import settings
+from spanpoint.errors import ConfigurationError, UnfingerprintableInputError
 from spanpoint.run import current_frame, current_run
 
 ToolResult = ToolMessage | Command[Any]

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from spanpoint import semconv
+from spanpoint.capture import CapturePolicy
 from spanpoint.errors import MissingCheckpointerError
-
-if TYPE_CHECKING:
-    from spanpoint.capture import CapturePolicy
-    from spanpoint.graph import DurabilityPolicy
+from spanpoint.graph.types import DurabilityPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +66,9 @@ def inspect_graph(
     middleware = find_checkpoint_middleware(graph) if strategy == "calls" else None
     if strategy == "calls" and middleware is None:
         warnings.append(
-            "strategy='calls' but the graph has no spanpoint.middleware.CheckpointMiddleware: "
-            "there is nothing to checkpoint; add it to create_agent(middleware=[...]) or use "
-            "strategy='graph_call'"
+            "strategy='calls' but the graph has no spanpoint CheckpointMiddleware "
+            "(spanpoint.calls.middleware): there is nothing to checkpoint; add it to "
+            "create_agent(middleware=[...]) or use strategy='graph_call'"
         )
     operation = semconv.OP_INVOKE_AGENT if is_agent else semconv.OP_INVOKE_WORKFLOW
     return GraphInfo(
@@ -115,6 +113,24 @@ def captured_attributes(
     return attrs
 
 
+def graph_call_attributes(
+    info: GraphInfo,
+    name: str,
+    strategy: str,
+    policy: CapturePolicy,
+    *,
+    thread_id: str | None,
+    configurable: Mapping[str, Any] | None = None,
+    context: Any = None,
+    graph_input: Any = None,
+) -> dict[str, Any]:
+    """The attributes of a graph-call span, for ``GraphRunner`` and the zero-code patches."""
+    attrs = base_attributes(info, name, strategy)
+    if thread_id is not None:
+        attrs[semconv.GEN_AI_CONVERSATION_ID] = thread_id
+    return captured_attributes(attrs, policy, configurable, context, graph_input)
+
+
 def find_checkpoint_middleware(graph: Any) -> Any:
     """The ``CheckpointMiddleware`` a ``create_agent`` graph was built with, or None.
 
@@ -122,7 +138,8 @@ def find_checkpoint_middleware(graph: Any) -> Any:
     of the ``model`` and ``tools`` nodes, so those are searched (a few levels deep).
     """
     try:
-        from spanpoint.middleware import CheckpointMiddleware
+        # For import time: the middleware loads langchain.agents (over a second).
+        from spanpoint.calls.middleware import CheckpointMiddleware
     except ImportError:
         return None
     nodes = getattr(graph, "nodes", None) or {}

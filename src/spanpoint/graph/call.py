@@ -10,25 +10,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from spanpoint import semconv
+from spanpoint import _json, semconv, serde, spans
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
-from spanpoint.capture import CapturePolicy, record_failure
+from spanpoint.calls.attributes import graph_input_attributes, graph_output_attributes
 from spanpoint.config import settings
+from spanpoint.errors import UnfingerprintableInputError
 from spanpoint.events import add_bounded_event
-from spanpoint.genai_spans import (
-    graph_input_attributes,
-    graph_output_attributes,
-    pause_attributes,
-    resume_attributes,
-)
-from spanpoint.graph import request_fingerprint
-from spanpoint.graph_info import GraphInfo, base_attributes, captured_attributes
-from spanpoint.graph_invoke import (
+from spanpoint.graph.inspect import GraphInfo, base_attributes, captured_attributes
+from spanpoint.graph.invoke import (
     NodeCounts,
     ainvoke_counting,
     invoke_counting,
@@ -38,7 +32,7 @@ from spanpoint.graph_invoke import (
     node_counters,
     shapes_output,
 )
-from spanpoint.graph_results import (
+from spanpoint.graph.results import (
     RunResult,
     alatest_state,
     build_result,
@@ -48,11 +42,54 @@ from spanpoint.graph_results import (
     output_counters,
     result_attributes,
 )
+from spanpoint.graph.summary import build_summary, emit_summary
+from spanpoint.graph.types import CallOwner, RunRequest
 from spanpoint.run import current_run
-from spanpoint.summary import build_summary, emit_summary
+from spanpoint.spans import pause_attributes, resume_attributes
 
-if TYPE_CHECKING:
-    from spanpoint.graph import GraphRunner, RunRequest
+# serde.fingerprint's canonical JSON: sorted keys, compact, UTF-8.
+_CANONICAL_JSON = _json.STABLE_ENCODER
+
+
+def _plain_identity_template() -> tuple[str, str, str]:
+    """The canonical JSON of a plain call's identity, cut around its input and thread id.
+
+    The four other parts are the same for every plain call, so their text is built once,
+    here, by serde.canonical itself (two str marks stand for the input and the thread id).
+    """
+    marks = ("\x00input\x00", "\x00thread\x00")
+    identity = {
+        "checkpoint_ns": None,
+        "configurable": {},
+        "context": None,
+        "input": marks[0],
+        "kwargs": {},
+        "thread_id": marks[1],
+    }
+    text = _CANONICAL_JSON.encode(serde.canonical(identity))
+    head, rest = text.split(_CANONICAL_JSON.encode(marks[0]))
+    middle, tail = rest.split(_CANONICAL_JSON.encode(marks[1]))
+    return head, middle, tail
+
+
+_HEAD, _MIDDLE, _TAIL = _plain_identity_template()
+
+
+def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | None:
+    """``serde.fingerprint`` of a call's identity, for the common call that has only an input
+    and a thread (None otherwise): the same digest, with only the input and the thread id
+    encoded per call. Keys stay those of the general path (tests/test_graph_runner.py checks
+    that both agree)."""
+    if req.checkpoint_ns is not None or req.context is not None or req.configurable or kwargs:
+        return None
+    try:
+        view = serde.canonical(req.input)
+    except UnfingerprintableInputError:
+        return None  # the general path computes it again and the boundary reports it
+    text = "".join(
+        (_HEAD, _CANONICAL_JSON.encode(view), _MIDDLE, _CANONICAL_JSON.encode(req.thread_id), _TAIL)
+    )
+    return serde.text_digest(text)
 
 
 #: How many threads' pending interrupt ids a runner keeps for resume events.
@@ -60,9 +97,9 @@ _PENDING_THREADS = 1024
 
 
 class GraphCall:
-    """The machinery behind one :class:`~spanpoint.graph.GraphRunner`."""
+    """The machinery behind one :class:`~spanpoint.graph.GraphRunner` (its ``runner``)."""
 
-    def __init__(self, runner: GraphRunner) -> None:
+    def __init__(self, runner: CallOwner) -> None:
         self.runner = runner
         self.graph = runner.graph
         self.info: GraphInfo = runner.info
@@ -84,10 +121,10 @@ class GraphCall:
         try:
             result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, tally)
         except Exception as exc:
-            self._summarize(req, started, None, exc, node_counters(tally.nodes))
+            self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
         self._remember(req, result)
-        self._summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
+        self.summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
         return result
 
     async def ainvoke(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
@@ -100,10 +137,10 @@ class GraphCall:
             spec = self._spec(req, kwargs)
             result = await acall_boundary(spec, self._aexecute, req, kwargs, tally)
         except Exception as exc:
-            self._summarize(req, started, None, exc, node_counters(tally.nodes))
+            self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
         self._remember(req, result)
-        self._summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
+        self.summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
         return result
 
     def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
@@ -156,7 +193,7 @@ class GraphCall:
             captured_attributes(attrs, policy, configurable, req.context, req.input)
         return attrs
 
-    def _kwargs(self, req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def call_kwargs(self, req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
         if req.context is None:
             return kwargs
         return {**kwargs, "context": req.context}
@@ -166,7 +203,7 @@ class GraphCall:
     ) -> RunResult:
         span = trace.get_current_span()
         self._on_start(span, req)
-        config, kw = req.graph_config(), self._kwargs(req, kwargs)
+        config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
         counted = tally is not None and self._pregel and not shapes_output(kw)
@@ -178,14 +215,14 @@ class GraphCall:
         if self.info.has_state:
             ended = counted and _ran_to_end(tally, kw)
             snapshot, checkpoint = latest_state(self.graph, req.state_config(), output, ended)
-        return self._finish(span, req, output, snapshot, checkpoint)
+        return self.finish(span, req, output, snapshot, checkpoint)
 
     async def _aexecute(
         self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None = None
     ) -> RunResult:
         span = trace.get_current_span()
         self._on_start(span, req)
-        config, kw = req.graph_config(), self._kwargs(req, kwargs)
+        config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
         counted = tally is not None and self._pregel and not shapes_output(kw)
@@ -201,7 +238,7 @@ class GraphCall:
             snapshot, checkpoint = await alatest_state(
                 self.graph, req.state_config(), output, ended
             )
-        return self._finish(span, req, output, snapshot, checkpoint)
+        return self.finish(span, req, output, snapshot, checkpoint)
 
     def _on_start(self, span: trace.Span, req: RunRequest, *, executing: bool = True) -> None:
         if req.is_resume and span.is_recording():
@@ -243,7 +280,7 @@ class GraphCall:
         self._on_start(span, req, executing=False)
         self._lifecycle_events(span, result)
 
-    def _finish(
+    def finish(
         self,
         span: trace.Span,
         req: RunRequest,
@@ -295,7 +332,7 @@ class GraphCall:
 
     # --- strategy "calls": traced, not a boundary ------------------------------------------
 
-    def _open_span(self, req: RunRequest, strategy: str | None = None) -> trace.Span:
+    def open_span(self, req: RunRequest, strategy: str | None = None) -> trace.Span:
         attrs = self._attributes(req)
         if strategy:
             attrs[semconv.STRATEGY] = strategy
@@ -305,40 +342,40 @@ class GraphCall:
         return settings().tracer.start_span(self.span_name, attributes=attrs)
 
     def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
-        span, mark, tally = self._open_span(req), journal_mark(), _Tally()
+        span, mark, tally = self.open_span(req), journal_mark(), _Tally()
         try:
-            with _current(span):
+            with spans.current(span):
                 result = self._execute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
-            _end_failed(span, exc)
-            self._summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
+            spans.end_failed(span, exc)
+            self.summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
-        _end_ok(span, self._describe(result))
+        spans.end_ok(span, self._describe(result))
         counters = journal_counters(mark, tally.nodes)
         self._remember(req, result)
-        self._summarize(req, started, result, None, counters, span=span)
+        self.summarize(req, started, result, None, counters, span=span)
         return result
 
     async def _atraced_only(
         self, req: RunRequest, kwargs: dict[str, Any], started: float
     ) -> RunResult:
-        span, mark, tally = self._open_span(req), journal_mark(), _Tally()
+        span, mark, tally = self.open_span(req), journal_mark(), _Tally()
         try:
-            with _current(span):
+            with spans.current(span):
                 result = await self._aexecute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
-            _end_failed(span, exc)
-            self._summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
+            spans.end_failed(span, exc)
+            self.summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
-        _end_ok(span, self._describe(result))
+        spans.end_ok(span, self._describe(result))
         counters = journal_counters(mark, tally.nodes)
         self._remember(req, result)
-        self._summarize(req, started, result, None, counters, span=span)
+        self.summarize(req, started, result, None, counters, span=span)
         return result
 
     # --- run summary -------------------------------------------------------------------------
 
-    def _summarize(
+    def summarize(
         self,
         req: RunRequest,
         started: float,
@@ -386,38 +423,8 @@ def _original_span(result: RunResult | None) -> trace.Span | None:
     )
 
 
-def graph_call_attributes(
-    info: GraphInfo,
-    name: str,
-    strategy: str,
-    policy: CapturePolicy,
-    *,
-    thread_id: str | None,
-    configurable: Mapping[str, Any] | None = None,
-    context: Any = None,
-    graph_input: Any = None,
-) -> dict[str, Any]:
-    """The attributes of a graph-call span, for ``GraphRunner`` and the zero-code patches."""
-    attrs = base_attributes(info, name, strategy)
-    if thread_id is not None:
-        attrs[semconv.GEN_AI_CONVERSATION_ID] = thread_id
-    return captured_attributes(attrs, policy, configurable, context, graph_input)
-
-
-_END: Any = object()
-
-
-def _current(span: trace.Span) -> Any:
-    return trace.use_span(
-        span, end_on_exit=False, record_exception=False, set_status_on_exception=False
-    )
-
-
-def _end_ok(span: trace.Span, attributes: Mapping[str, Any]) -> None:
-    if span.is_recording():
-        span.set_attributes(dict(attributes))
-        span.set_status(Status(StatusCode.OK))
-    span.end()
+#: The end of a stream (``next(chunks, END)``).
+END: Any = object()
 
 
 def _show_on_run(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None) -> None:
@@ -435,15 +442,8 @@ def _show_on_run(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None)
         span.set_attribute(key, end[key])
 
 
-def _end_failed(span: trace.Span, exc: BaseException) -> None:
-    if span.is_recording():
-        record_failure(span, exc)  # message and stack trace redacted
-        span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
-        span.set_attribute(semconv.STATUS, "failed")
-    span.end()
-
-
-def _close_quietly(chunks: Any) -> None:
+def close_quietly(chunks: Any) -> None:
+    """Close a stream's iterator when it has ``close`` (an abandoned or failed stream)."""
     close = getattr(chunks, "close", None)
     if callable(close):
         close()

@@ -1,4 +1,4 @@
-"""Wrapper factories for :class:`spanpoint.instrumentor.SpanpointInstrumentor`.
+"""Wrapper factories for :class:`spanpoint.instrumentation.SpanpointInstrumentor`.
 
 Each factory returns a ``traced(wrapped, instance, args, kwargs)`` function for
 ``wrapt.wrap_function_wrapper``. The instrumentor decides *what* is patched; this module
@@ -9,12 +9,12 @@ decides what a patched call records:
   *outermost* graph call is a durable boundary; nested graph calls (subgraphs, a node calling
   another graph) are spans only — LangGraph's checkpointer already owns their progress, and a
   second memo could replay a subgraph's output without its checkpoints (docs/compatibility.md).
-- ``Pregel.stream`` / ``astream`` (:mod:`spanpoint._stream_patches`): a graph-call span that
-  stays open while the caller iterates. ``invoke`` runs ``stream`` internally: that inner call
-  is not traced twice.
+- ``Pregel.stream`` / ``astream`` (:mod:`spanpoint.instrumentation.pregel_stream`): a
+  graph-call span that stays open while the caller iterates. ``invoke`` runs ``stream``
+  internally: that inner call is not traced twice.
 - ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``
-  (:mod:`spanpoint._call_patches`): ``chat`` and ``execute_tool`` spans for calls made inside
-  hand-built graphs, never boundaries.
+  (:mod:`spanpoint.instrumentation.langchain`): ``chat`` and ``execute_tool`` spans for
+  calls made inside hand-built graphs, never boundaries.
 
 Every graph call goes through these wrappers and a zero-code span may cost a few per cent of
 a ~2 ms graph at most, so a call that is not a boundary takes a short path: the graph's
@@ -33,17 +33,15 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from spanpoint import semconv
-from spanpoint._spans import (
-    aspan_call,
+from spanpoint.boundary import BoundarySpec, aspan_call, span_call
+from spanpoint.config import settings
+from spanpoint.instrumentation.graph_spans import (
     describe_graph_output,
     end_graph_span,
-    fail_span,
     mark_paused,
-    span_call,
 )
-from spanpoint.boundary import BoundarySpec
-from spanpoint.config import settings
 from spanpoint.run import current_run
+from spanpoint.spans import fail_span
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -64,10 +62,10 @@ class PatchOptions:
 
 # The graph call running in this context (its span), so that nested calls know their parent
 # and ``invoke``'s own internal ``stream`` is recognised.
-_ACTIVE: ContextVar[_GraphCall | None] = ContextVar("spanpoint_graph_call", default=None)
+ACTIVE: ContextVar[ActiveGraphCall | None] = ContextVar("spanpoint_graph_call", default=None)
 
 
-class _GraphCall:
+class ActiveGraphCall:
     """A traced graph call: its graph, its span, whether its internal stream was claimed."""
 
     __slots__ = ("graph", "inner_stream_pending", "span")
@@ -81,13 +79,13 @@ class _GraphCall:
 # --- graph-call attributes -----------------------------------------------------------------
 
 
-class _On:
+class On:
     """The switch of a wrapper that is always live (tests and direct use of the factories)."""
 
     active = True
 
 
-class _GraphMeta:
+class GraphMeta:
     """What every call span of one graph shares, built on its first call.
 
     A zero-code call must add as little as possible to ``graph.invoke`` (a few per cent of a
@@ -110,9 +108,10 @@ class _GraphMeta:
     )
 
     def __init__(self, graph: Any, raw_name: Any, current: Any, strategy: str) -> None:
-        from spanpoint.graph import DurabilityPolicy
-        from spanpoint.graph_call import graph_call_attributes
-        from spanpoint.graph_info import inspect_graph
+        # For import time: the graph inspection loads LangGraph's checkpointers, paid by the
+        # first call of each graph, not by importing the instrumentation.
+        from spanpoint.graph.inspect import graph_call_attributes, inspect_graph
+        from spanpoint.graph.types import DurabilityPolicy
 
         self.raw_name = raw_name
         self.checkpointer = getattr(graph, "checkpointer", None)
@@ -132,40 +131,40 @@ class _GraphMeta:
         self.attrs[semconv.BOUNDARY_NAME] = name
 
 
-class _Graphs:
-    """The :class:`_GraphMeta` of each graph, for one set of :class:`PatchOptions`."""
+class Graphs:
+    """The :class:`GraphMeta` of each graph, for one set of :class:`PatchOptions`."""
 
     __slots__ = ("cache", "options")
 
     def __init__(self, options: PatchOptions) -> None:
         self.options = options
-        self.cache: weakref.WeakKeyDictionary[Any, _GraphMeta] = weakref.WeakKeyDictionary()
+        self.cache: weakref.WeakKeyDictionary[Any, GraphMeta] = weakref.WeakKeyDictionary()
 
-    def meta(self, graph: Any) -> _GraphMeta:
+    def meta(self, graph: Any) -> GraphMeta:
         raw_name = getattr(graph, "name", None)
         current = settings()
         try:
             meta = self.cache.get(graph)
         except TypeError:  # a graph that cannot be weakly referenced is described every call
-            return _GraphMeta(graph, raw_name, current, self.options.strategy)
+            return GraphMeta(graph, raw_name, current, self.options.strategy)
         if (
             meta is None
             or meta.raw_name is not raw_name
             or meta.settings is not current
             or meta.checkpointer is not getattr(graph, "checkpointer", None)
         ):
-            meta = self.cache[graph] = _GraphMeta(graph, raw_name, current, self.options.strategy)
+            meta = self.cache[graph] = GraphMeta(graph, raw_name, current, self.options.strategy)
         return meta
 
 
-def _config_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+def config_of(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     config = kwargs.get("config")
     if config is None and len(args) > 1:
         config = args[1]
     return config
 
 
-def _call_attributes(meta: _GraphMeta, config: Any, *, nested: bool) -> tuple[dict[str, Any], Any]:
+def call_attributes(meta: GraphMeta, config: Any, *, nested: bool) -> tuple[dict[str, Any], Any]:
     """The attributes of one call (and its thread id): the graph's, plus what its config adds.
 
     A call without config (the common ``graph.invoke(input)``) shares the graph's attributes;
@@ -180,7 +179,7 @@ def _call_attributes(meta: _GraphMeta, config: Any, *, nested: bool) -> tuple[di
         configurable = parent.get("configurable") if parent else None
     if not configurable:
         return meta.attrs, None
-    from spanpoint.graph_call import graph_call_attributes
+    from spanpoint.graph.inspect import graph_call_attributes  # for import time (see GraphMeta)
 
     thread_id = configurable.get("thread_id")
     attrs = graph_call_attributes(
@@ -198,9 +197,9 @@ def _call_attributes(meta: _GraphMeta, config: Any, *, nested: bool) -> tuple[di
     return attrs, thread_id
 
 
-def _meta_spec(meta: _GraphMeta, config: Any, *, nested: bool, durable: bool) -> BoundarySpec:
+def _meta_spec(meta: GraphMeta, config: Any, *, nested: bool, durable: bool) -> BoundarySpec:
     """The span (and, when ``durable``, boundary) description of one graph call."""
-    attrs, thread_id = _call_attributes(meta, config, nested=nested)
+    attrs, thread_id = call_attributes(meta, config, nested=nested)
     return BoundarySpec(
         kind=semconv.KIND_GRAPH_CALL,
         name=meta.name,
@@ -220,7 +219,7 @@ def _identity(args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any) -> 
     }
 
 
-def _adopted_span(parent: _GraphCall | None, ctx: Any = None) -> trace.Span | None:
+def adopted_span(parent: ActiveGraphCall | None, ctx: Any = None) -> trace.Span | None:
     """The span current in ``ctx`` (default: the current context) when it is a spanpoint
     graph-call span no patched call owns.
 
@@ -237,7 +236,7 @@ def _adopted_span(parent: _GraphCall | None, ctx: Any = None) -> trace.Span | No
     return span
 
 
-def _durable(options: PatchOptions, parent: _GraphCall | None) -> bool:
+def _durable(options: PatchOptions, parent: ActiveGraphCall | None) -> bool:
     """Whether a call is a boundary: the outermost graph call inside a run (graph_call)."""
     return parent is None and options.strategy == "graph_call" and current_run() is not None
 
@@ -245,13 +244,14 @@ def _durable(options: PatchOptions, parent: _GraphCall | None) -> bool:
 # --- invoke / ainvoke ------------------------------------------------------------------------
 
 
-def _durable_spec(meta: _GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
-    config = _config_of(args, kwargs)
+def _durable_spec(meta: GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
+    config = config_of(args, kwargs)
     spec = _meta_spec(meta, config, nested=False, durable=True)
     spec.identity = _identity(args, kwargs, config)
     capture = settings().capture
     if capture.content_on_spans:  # what went in and came out, where viewers read it
-        from spanpoint.genai_spans import graph_input_attributes, graph_output_attributes
+        # For import time: the GenAI attributes load langchain.agents, paid with capture on.
+        from spanpoint.calls.attributes import graph_input_attributes, graph_output_attributes
 
         spec.attributes.update(graph_input_attributes(spec.identity["input"], capture))
         describe = spec.describe
@@ -263,7 +263,7 @@ def _durable_spec(meta: _GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
     return spec
 
 
-def _owning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
+def _owning(graph_call: ActiveGraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
     """``wrapped``, noting the span current when it runs (the graph call's own span)."""
 
     def body(*args: Any, **kwargs: Any) -> Any:
@@ -275,7 +275,7 @@ def _owning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[...
     return body
 
 
-def _aowning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
+def _aowning(graph_call: ActiveGraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
     """The async form of :func:`_owning`."""
 
     async def body(*args: Any, **kwargs: Any) -> Any:
@@ -288,7 +288,7 @@ def _aowning(graph_call: _GraphCall, wrapped: Callable[..., Any]) -> Callable[..
 
 
 def _open_call_span(
-    meta: _GraphMeta, graph_call: _GraphCall, ctx: Any, args: Any, kwargs: Any, *, nested: bool
+    meta: GraphMeta, graph_call: ActiveGraphCall, ctx: Any, args: Any, kwargs: Any, *, nested: bool
 ) -> tuple[trace.Span, Any, Any]:
     """The span of a call that is not a boundary, made current: (span, thread id, token).
 
@@ -302,28 +302,28 @@ def _open_call_span(
     if config is None and not nested:  # ``graph.invoke(input)``: the graph's own attributes
         attrs, thread_id = meta.attrs, None
     else:
-        attrs, thread_id = _call_attributes(meta, config, nested=nested)
+        attrs, thread_id = call_attributes(meta, config, nested=nested)
     span = meta.tracer.start_span(meta.span_name, ctx, attributes=attrs)
     graph_call.span = span
     return span, thread_id, otel_context.attach(trace.set_span_in_context(span, ctx))
 
 
-def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
+def graph_invoke(options: PatchOptions, switch: Any = On) -> Wrapper:
     """``Pregel.invoke``: a graph-call span, the outermost one a boundary inside a run.
 
     ``switch.active`` false (the instrumentor was uninstrumented) makes it a pass-through.
     """
-    graphs = _Graphs(options)
+    graphs = Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if not switch.active:
             return wrapped(*args, **kwargs)
-        parent = _ACTIVE.get()
-        graph_call = _GraphCall(instance, inner_stream_pending=True)
-        token = _ACTIVE.set(graph_call)
+        parent = ACTIVE.get()
+        graph_call = ActiveGraphCall(instance, inner_stream_pending=True)
+        token = ACTIVE.set(graph_call)
         try:
             ctx = otel_context.get_current()
-            adopted = _adopted_span(parent, ctx)
+            adopted = adopted_span(parent, ctx)
             if adopted is not None:
                 graph_call.span = adopted
                 return wrapped(*args, **kwargs)
@@ -344,24 +344,24 @@ def graph_invoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
             end_graph_span(span, output, thread_id, args, kwargs)
             return output
         finally:
-            _ACTIVE.reset(token)
+            ACTIVE.reset(token)
 
     return traced
 
 
-def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
+def graph_ainvoke(options: PatchOptions, switch: Any = On) -> Wrapper:
     """``Pregel.ainvoke``: the async form of :func:`graph_invoke`."""
-    graphs = _Graphs(options)
+    graphs = Graphs(options)
 
     async def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if not switch.active:
             return await wrapped(*args, **kwargs)
-        parent = _ACTIVE.get()
-        graph_call = _GraphCall(instance, inner_stream_pending=True)
-        token = _ACTIVE.set(graph_call)
+        parent = ACTIVE.get()
+        graph_call = ActiveGraphCall(instance, inner_stream_pending=True)
+        token = ACTIVE.set(graph_call)
         try:
             ctx = otel_context.get_current()
-            adopted = _adopted_span(parent, ctx)
+            adopted = adopted_span(parent, ctx)
             if adopted is not None:
                 graph_call.span = adopted
                 return await wrapped(*args, **kwargs)
@@ -382,6 +382,6 @@ def graph_ainvoke(options: PatchOptions, switch: Any = _On) -> Wrapper:
             end_graph_span(span, output, thread_id, args, kwargs)
             return output
         finally:
-            _ACTIVE.reset(token)
+            ACTIVE.reset(token)
 
     return traced

@@ -1,0 +1,113 @@
+"""Resuming an interrupted graph call: the request that answers it, or a durable wait for it.
+
+``build_resume_request(result, value)`` builds the ``Command(resume=...)`` call on the same
+thread; ``wait_for_interrupt(result)`` bridges a LangGraph interrupt to a durable wait
+(``spanpoint.waits``) and returns that request once the value is provided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.types import Command
+
+from spanpoint.errors import ConfigurationError, NotInterruptedError
+from spanpoint.graph.results import InterruptInfo, RunResult
+from spanpoint.graph.types import RunRequest
+from spanpoint.waits import wait_for_input
+
+
+def build_resume_request(
+    result: RunResult, value: Any, *, interrupt_index: int | None = None
+) -> RunRequest:
+    """The request that answers ``result``'s interrupt(s) with ``value`` on the same thread.
+
+    With one interrupt and no index the value is passed as ``Command(resume=value)``. With
+    several interrupts, or an ``interrupt_index``, it is keyed by interrupt id
+    (``Command(resume={id: value})``); with several and no index, ``value`` must already be
+    a mapping from interrupt ids to values.
+    """
+    if not isinstance(result, RunResult):
+        raise ConfigurationError(
+            f"build_resume_request needs the RunResult of a graph call, not {type(result).__name__}"
+        )
+    if not result.interrupted:
+        raise NotInterruptedError(
+            f"the graph call on thread {result.thread_id!r} is {result.status}, not interrupted; "
+            "there is nothing to resume (check result.status before resuming)"
+        )
+    interrupts = result.interrupts
+    if not interrupts:  # a static breakpoint (interrupt_before/after): continue with no input
+        if value is not None:
+            raise NotInterruptedError(
+                f"thread {result.thread_id!r} stopped at a breakpoint before "
+                f"{list(result.next_nodes)}, which takes no resume value; pass None"
+            )
+        return RunRequest(None, result.thread_id)
+    if interrupt_index is not None:
+        return RunRequest.resume(
+            Command(resume={pick_interrupt(interrupts, interrupt_index).id: value}),
+            thread_id=result.thread_id,
+        )
+    if len(interrupts) == 1:
+        return RunRequest.resume(Command(resume=value), thread_id=result.thread_id)
+    ids = {i.id for i in interrupts}
+    if not isinstance(value, Mapping) or not set(value) <= ids or not value:
+        raise NotInterruptedError(
+            f"thread {result.thread_id!r} has {len(interrupts)} interrupts "
+            f"({', '.join(sorted(ids))}); pass interrupt_index=N to answer one, or a dict "
+            "{interrupt_id: value}"
+        )
+    return RunRequest.resume(Command(resume=dict(value)), thread_id=result.thread_id)
+
+
+def pick_interrupt(interrupts: tuple[InterruptInfo, ...], index: int) -> InterruptInfo:
+    """``interrupts[index]``; :class:`NotInterruptedError` naming the valid range otherwise."""
+    if not isinstance(index, int) or not 0 <= index < len(interrupts):
+        raise NotInterruptedError(
+            f"interrupt_index {index!r} is out of range: the result has {len(interrupts)} "
+            f"interrupt(s), indexes 0..{len(interrupts) - 1}"
+        )
+    return interrupts[index]
+
+
+def wait_for_interrupt(
+    result: RunResult,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    question: str | None = None,
+    name: str | None = None,
+    interrupt_index: int | None = None,
+) -> RunRequest:
+    """Bridge a LangGraph interrupt to a durable wait; return the request that resumes it.
+
+    The wait is named ``name`` (default ``interrupt-<id prefix>``, stable across attempts)
+    and asks ``question`` (default: the interrupt's ``question`` field or string value).
+    """
+    if not isinstance(result, RunResult) or not result.interrupts:
+        build_resume_request(result, None)  # raises for a result that is not interrupted
+        raise ConfigurationError(
+            "the graph stopped at a static breakpoint, which takes no input; resume it with "
+            "build_resume_request(result, None)"
+        )
+    if interrupt_index is None and len(result.interrupts) > 1:
+        raise ConfigurationError(
+            f"the result has {len(result.interrupts)} interrupts; pass interrupt_index=N to "
+            "wait for one of them"
+        )
+    info = pick_interrupt(result.interrupts, interrupt_index or 0)
+    value = wait_for_input(
+        name or f"interrupt-{info.id[:12]}",
+        schema=schema,
+        question=question or _question_of(info.value),
+    )
+    return build_resume_request(result, value, interrupt_index=interrupt_index)
+
+
+def _question_of(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("question"), str):
+        return str(value["question"])
+    return None

@@ -1,0 +1,146 @@
+"""Graph calls as boundaries: ``GraphRunner``, ``RunRequest`` and ``build_resume_request``.
+
+``GraphRunner(graph, name="triage").invoke(input, thread_id="t-42")`` runs one LangGraph call
+as a ``graph_call`` boundary: inside ``spanpoint.run(...)`` a call that completed in an earlier
+attempt is replayed from the store (the graph does not run, its nodes and tools cause no side
+effects), and a new call is committed when its span ends OK. LangGraph keeps owning the
+thread: its checkpointer, super-steps and interrupts.
+
+An interrupt is not an error: the call ends OK with ``status="interrupted"`` and is committed,
+so replaying the run returns the same interrupt. ``build_resume_request(result, value)`` builds
+the ``Command(resume=...)`` call on the same thread; that call is a boundary of its own.
+
+``strategy="calls"`` runs the graph without the outer boundary; the model and tool calls
+inside (``spanpoint.calls.middleware.CheckpointMiddleware``) are the boundaries. Streams
+(``stream``/``astream``) are never boundaries: each chunk is a span event, nothing commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Literal
+
+from langgraph.types import Command
+
+from spanpoint.capture import CapturePolicy
+from spanpoint.config import settings
+from spanpoint.errors import ConfigurationError
+from spanpoint.graph.call import GraphCall
+from spanpoint.graph.inspect import inspect_graph
+from spanpoint.graph.results import RunResult
+from spanpoint.graph.stream import astream_graph, stream_graph
+from spanpoint.graph.types import DurabilityPolicy, RunRequest, Strategy
+
+logger = logging.getLogger("spanpoint")
+
+
+class GraphRunner:
+    """Runs a LangGraph graph (or any object with ``invoke``/``ainvoke``) as spanpoint calls.
+
+    Args:
+        graph: a compiled graph, a ``create_agent`` agent, or any object with ``invoke``.
+        name: a stable, non-empty name: it names the span and the boundary's checkpoint path,
+            so renaming it makes earlier runs miss their checkpoints.
+        strategy: ``graph_call`` (one boundary per call) or ``calls`` (the middleware's model
+            and tool calls are the boundaries; the call itself is only traced).
+        capture: the capture policy for this graph (default: ``settings().capture``).
+        durability: checkpointer requirements (default: warn without a durable one).
+        kind: ``agent`` or ``workflow`` for the span name; detected when omitted
+            (``create_agent`` graphs are agents).
+    """
+
+    def __init__(
+        self,
+        graph: Any,
+        *,
+        name: str,
+        strategy: Strategy = "graph_call",
+        capture: CapturePolicy | None = None,
+        durability: DurabilityPolicy | None = None,
+        kind: Literal["agent", "workflow"] | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(
+                "GraphRunner needs a stable non-empty name=, e.g. GraphRunner(graph, name="
+                "'triage'): it names the span and the checkpoint path"
+            )
+        if strategy not in ("graph_call", "calls"):
+            raise ConfigurationError(f"strategy must be 'graph_call' or 'calls', not {strategy!r}")
+        if not callable(getattr(graph, "invoke", None)):
+            raise ConfigurationError(
+                f"GraphRunner needs a compiled LangGraph graph or an object with invoke(), "
+                f"not {type(graph).__name__}"
+            )
+        if kind not in (None, "agent", "workflow"):
+            raise ConfigurationError(f"kind must be 'agent', 'workflow' or None, not {kind!r}")
+        self.graph = graph
+        self.name = name
+        self.strategy: Strategy = strategy
+        self.capture = capture
+        self.durability = durability or DurabilityPolicy()
+        self.info = inspect_graph(graph, strategy, self.durability, kind)
+        for warning in self.info.warnings:
+            logger.warning("spanpoint: graph %r: %s", name, warning)
+        self._call = GraphCall(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"GraphRunner(name={self.name!r}, strategy={self.strategy!r}, "
+            f"checkpointer={self.info.checkpointer_type})"
+        )
+
+    @property
+    def policy(self) -> CapturePolicy:
+        """The capture policy in force for this graph."""
+        return self.capture or settings().capture
+
+    def invoke(
+        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+    ) -> RunResult:
+        """Run one graph call (replayed inside a run when it completed before).
+
+        ``request`` is a :class:`RunRequest`, or raw input with ``thread_id=``. Extra keyword
+        arguments (``durability=``, ``interrupt_before=``, …) pass through to the graph. A
+        failure re-raises the graph's exception unchanged.
+        """
+        return self._call.invoke(self._request(request, thread_id), kwargs)
+
+    async def ainvoke(
+        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+    ) -> RunResult:
+        """The async form of :meth:`invoke` (``graph.ainvoke``)."""
+        return await self._call.ainvoke(self._request(request, thread_id), kwargs)
+
+    def stream(
+        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """Yield the graph's stream chunks as they come; each one is also a span event.
+
+        A stream is never a boundary: it neither commits nor replays a checkpoint.
+        """
+        return stream_graph(self._call, self._request(request, thread_id), kwargs)
+
+    def astream(
+        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The async form of :meth:`stream` (``graph.astream``)."""
+        return astream_graph(self._call, self._request(request, thread_id), kwargs)
+
+    @staticmethod
+    def _request(request: Any, thread_id: str | None) -> RunRequest:
+        if isinstance(request, RunRequest):
+            if thread_id is not None and thread_id != request.thread_id:
+                raise ConfigurationError(
+                    f"thread_id={thread_id!r} conflicts with the RunRequest's thread "
+                    f"{request.thread_id!r}; pass one or the other"
+                )
+            return request
+        if thread_id is None:
+            raise ConfigurationError(
+                "pass thread_id='...' with raw input (or a RunRequest): every graph call "
+                "runs on a LangGraph thread"
+            )
+        if isinstance(request, Command):
+            return RunRequest.resume(request, thread_id=thread_id)
+        return RunRequest.start(request, thread_id=thread_id)

@@ -1,0 +1,487 @@
+"""The layout holds: one-way imports, no cycles, DESIGN.md's "never" rules, the public face.
+
+Everything here reads ``src/spanpoint`` with ``ast`` (module-level, function-level and
+``TYPE_CHECKING`` imports alike), so a change that breaks a rule fails here, not at run time
+on the one code path that closes a cycle. The rules are DESIGN.md's ("Layout", "Never") and
+the appendices of the architecture review (reviews/architecture-2026-12.md, issue 14).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+MODULE, FUNCTION, TYPING = 0, 1, 2  # where an import stands (the review's appendix A kinds)
+
+
+@dataclass(frozen=True)
+class Import:
+    """One ``from spanpoint... import`` edge: importer, imported module, the names, kind."""
+
+    importer: str
+    target: str
+    source: str  # the module named after ``from`` (resolved when relative)
+    names: tuple[str, ...]
+    kind: int
+    line: int
+    path: Path
+
+
+def modules(src: Path = SRC) -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    return {
+        ".".join(p.relative_to(src).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted(src.rglob("*.py"))
+    }
+
+
+def _source(m: str, p: Path, node: ast.ImportFrom) -> str:
+    # The review's appendix A: a relative import resolved against its package.
+    base = node.module or ""
+    if node.level:
+        pkg = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            pkg = pkg.rpartition(".")[0]
+        base = f"{pkg}.{base}".strip(".")
+    return base
+
+
+def _targets(mods: dict[str, Path], base: str, node: ast.ImportFrom) -> list[str]:
+    # ``from pkg import submodule`` is an edge to the submodule (appendix A).
+    subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+    return subs if len(subs) == len(node.names) else [base]
+
+
+def imports(src: Path = SRC) -> Iterator[Import]:
+    """Every import of a spanpoint module by a spanpoint module, of every kind."""
+    mods = modules(src)
+    for m, p in mods.items():
+
+        def walk(node: ast.AST, kind: int, m: str = m, p: Path = p) -> Iterator[Import]:
+            for child in ast.iter_child_nodes(node):
+                k = FUNCTION if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else kind
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    k = TYPING
+                if isinstance(child, ast.ImportFrom) and (
+                    (child.module or "").startswith("spanpoint") or child.level
+                ):
+                    source = _source(m, p, child)
+                    for target in _targets(mods, source, child):
+                        while target and target not in mods:
+                            target = target.rpartition(".")[0]
+                        if target and target != m:
+                            names = tuple(a.name for a in child.names)
+                            yield Import(m, target, source, names, k, child.lineno, p)
+                if isinstance(child, ast.Import):
+                    for alias in child.names:
+                        if alias.name.startswith("spanpoint") and alias.name != m:
+                            yield Import(m, alias.name, alias.name, (), k, child.lineno, p)
+                yield from walk(child, k)
+
+        yield from walk(ast.parse(p.read_text()), MODULE)
+
+
+def cycles(src: Path, max_kind: int) -> list[list[str]]:
+    """The review's appendix-A computation: strongly connected groups of modules."""
+    mods = modules(src)
+    graph: dict[str, set[str]] = {}
+    for edge in imports(src):
+        if edge.kind <= max_kind:
+            graph.setdefault(edge.importer, set()).add(edge.target)
+
+    def reach(a: str) -> set[str]:
+        seen, todo = set(), [a]
+        while todo:
+            for b in graph.get(todo.pop(), ()):
+                if b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+
+    r = {a: reach(a) for a in mods}
+    comps = {frozenset({a} | {b for b in r[a] if a in r[b]}) for a in mods}
+    return sorted(sorted(c) for c in comps if len(c) > 1)
+
+
+@pytest.mark.parametrize(
+    ("max_kind", "label"),
+    [
+        (MODULE, "module-level imports"),
+        (FUNCTION, "+ imports inside functions"),
+        (TYPING, "+ TYPE_CHECKING imports"),
+    ],
+)
+def test_no_import_cycle_of_any_kind(max_kind: int, label: str) -> None:
+    assert cycles(SRC, max_kind) == [], label
+
+
+# --- one-way imports, in DESIGN.md's order ---------------------------------------------------
+
+#: DESIGN.md's import order, lowest first: a module may import its own layer and those below.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    (
+        "spanpoint.errors",
+        "spanpoint.semconv",
+        "spanpoint._version",
+        "spanpoint._json",
+        "spanpoint._hooks",
+        "spanpoint._compat",
+        "spanpoint._terminal",
+    ),
+    ("spanpoint.capture", "spanpoint.serde"),
+    ("spanpoint.stores",),
+    ("spanpoint.telemetry", "spanpoint.processor", "spanpoint.events", "spanpoint.spans"),
+    ("spanpoint.config", "spanpoint.guard"),
+    ("spanpoint.run",),
+    ("spanpoint.boundary",),
+    ("spanpoint.step", "spanpoint.waits"),
+    ("spanpoint.calls",),
+    ("spanpoint.graph",),
+    ("spanpoint.instrumentation",),
+    ("spanpoint",),
+    ("spanpoint.demo", "spanpoint.cli", "spanpoint.pytest_plugin"),
+)
+
+
+def layer(module: str) -> int:
+    """The layer of ``module`` (the longest matching place in :data:`LAYERS`)."""
+    best, found = -1, None
+    for index, places in enumerate(LAYERS):
+        for place in places:
+            if (module == place or module.startswith(place + ".")) and len(place) > best:
+                best, found = len(place), index
+    assert found is not None, f"{module} has no place in DESIGN.md's layout"
+    return found
+
+
+def test_every_module_has_a_place_in_the_layout() -> None:
+    for module in modules():
+        layer(module)
+
+
+def upward_imports(src: Path = SRC) -> list[str]:
+    """Imports that point up DESIGN.md's order (any kind of import)."""
+    return sorted(
+        f"{e.importer} -> {e.target} ({e.path.name}:{e.line})"
+        for e in imports(src)
+        if layer(e.target) > layer(e.importer)
+    )
+
+
+def test_imports_point_down_the_layers() -> None:
+    assert upward_imports() == []
+
+
+# --- private names stay private --------------------------------------------------------------
+
+
+def private_imports(src: Path = SRC) -> list[str]:
+    """Underscored names one spanpoint module imports from another.
+
+    A package-private module of the lowest layer (``spanpoint._json``, ``spanpoint._hooks``)
+    may be imported by name: that is what it is for. A name defined inside another module
+    may not: what two modules share is public inside its subpackage.
+    """
+    mods = modules(src)
+    found = []
+    for e in imports(src):
+        for name in e.names:
+            private = name.startswith("_") and not name.startswith("__")
+            if private and f"{e.source}.{name}" not in mods:
+                found.append(f"{e.importer} imports {e.target}.{name} ({e.path.name}:{e.line})")
+    return sorted(found)
+
+
+def test_no_module_imports_an_underscored_name_from_another() -> None:
+    assert private_imports() == []
+
+
+def unexplained_function_imports(src: Path = SRC) -> list[str]:
+    """spanpoint imports inside a function without a comment saying they save import time.
+
+    The comment stands on the import's line or right above the run of imports it opens.
+    """
+    found = []
+    for e in imports(src):
+        if e.kind != FUNCTION:
+            continue
+        lines = e.path.read_text().splitlines()
+        spans = sorted(
+            (n.lineno, n.end_lineno or n.lineno)
+            for n in ast.walk(ast.parse("\n".join(lines)))
+            if isinstance(n, ast.Import | ast.ImportFrom)
+        )
+        start, end = next(s for s in spans if s[0] == e.line)
+        while (previous := [s for s in spans if s[1] == start - 1]) != []:
+            start = previous[0][0]  # the run of imports this one belongs to
+        first = start - 1  # 0-based: the comment lines right above the run
+        while first > 0 and lines[first - 1].strip().startswith("#"):
+            first -= 1
+        said = "\n".join(lines[first:end]).lower()
+        if "import time" not in said:
+            found.append(f"{e.importer}:{e.line}: {lines[e.line - 1].strip()}")
+    return sorted(set(found))
+
+
+def test_an_import_inside_a_function_says_it_saves_import_time() -> None:
+    assert unexplained_function_imports() == []
+
+
+# --- DESIGN.md's "never" rules (the review's appendix B) --------------------------------------
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "Names": ("spanpoint.semconv", "spanpoint.errors", "spanpoint._version", "spanpoint._json"),
+    "Capture": ("spanpoint.capture", "spanpoint.serde"),
+    "Stores": ("spanpoint.stores",),
+    "Telemetry": ("spanpoint.telemetry",),
+    "Processor": ("spanpoint.processor",),
+    "Events": ("spanpoint.events", "spanpoint.spans"),
+    "Config": ("spanpoint.config",),
+    "Core": ("spanpoint.run", "spanpoint.boundary", "spanpoint.step", "spanpoint.waits"),
+    "Calls": ("spanpoint.calls",),
+    "Graph": ("spanpoint.graph",),
+    "Guard": ("spanpoint.guard",),
+    "Zero": ("spanpoint.instrumentation",),
+    "Face": ("spanpoint.cli", "spanpoint.demo"),
+}
+
+NEVER: tuple[tuple[str, str, str], ...] = (
+    ("Stores", "Core", "a store knows nothing of spans or runs"),
+    ("Stores", "Graph", "a store knows nothing of LangGraph"),
+    ("Stores", "Capture", "a store knows nothing of LangGraph's serializer"),
+    ("Stores", "Events", "a store knows nothing of spans"),
+    ("Telemetry", "Config", "plumbing knows nothing of settings"),
+    ("Telemetry", "Core", "plumbing knows nothing of runs"),
+    ("Events", "Stores", "events never touch the store"),
+    ("Events", "Config", "events take their policy from capture"),
+    ("Events", "Core", "events never create or satisfy a checkpoint"),
+    ("Core", "Graph", "the engine is framework-neutral"),
+    ("Core", "Calls", "the engine is framework-neutral"),
+    ("Processor", "Graph", "the engine is framework-neutral"),
+    ("Processor", "Calls", "the engine is framework-neutral"),
+    ("Guard", "Core", "the guard knows nothing of runs or boundaries"),
+    ("Guard", "Config", "the guard is configured by its own arguments"),
+    ("Guard", "Stores", "guard state lives in graph state; only once-tokens (stores.once)"),
+    ("Graph", "Zero", "the runner never depends on the patches"),
+    ("Core", "Face", "nothing imports the CLI"),
+    ("Graph", "Face", "nothing imports the CLI"),
+    ("Calls", "Face", "nothing imports the CLI"),
+    ("Zero", "Face", "nothing imports the CLI"),
+)
+
+#: What a "never" rule allows: the guard may take once-tokens from ``stores.once``.
+ALLOWED = {("Guard", "spanpoint.stores.once")}
+
+#: Edges that break a rule today, each to be removed by the change named beside it. The next
+#: engineer empties this set; a new entry needs the same kind of comment.
+KNOWN_VIOLATIONS = {
+    # Issue 14 item 3: the guard's resume claims become once-tokens in stores/once.py (their
+    # own kind, swept by gc); today claims.py writes fake boundary checkpoints that gc never
+    # removes, and runner.py takes a CheckpointStore to hand to them.
+    ("spanpoint.guard.claims", "spanpoint.stores.base"),
+    ("spanpoint.guard.runner", "spanpoint.stores.base"),
+}
+
+
+def part(module: str) -> str | None:
+    """The part of the layout ``module`` belongs to (appendix B), if any."""
+    for name, places in PARTS.items():
+        if any(module == p or module.startswith(p + ".") for p in places):
+            return name
+    return None
+
+
+def broken_rules(src: Path = SRC) -> list[str]:
+    """Edges (of any kind of import) that one of the "never" rules forbids."""
+    rules = {(a, b): why for a, b, why in NEVER}
+    found = []
+    for e in imports(src):
+        key = (part(e.importer), part(e.target))
+        forbidden = key in rules and (key[0], e.target) not in ALLOWED
+        if forbidden and (e.importer, e.target) not in KNOWN_VIOLATIONS:
+            where = f"{e.importer} -> {e.target} ({e.path.name}:{e.line})"
+            found.append(f"{where}: {rules[key]}")  # type: ignore[index]
+    return sorted(found)
+
+
+def test_the_never_rules_hold() -> None:
+    assert broken_rules() == []
+
+
+def test_the_known_violations_are_still_real() -> None:
+    # An entry that no longer breaks a rule must leave the set, or the set stops meaning much.
+    edges = {(e.importer, e.target) for e in imports()}
+    assert edges >= KNOWN_VIOLATIONS
+
+
+def framework_imports(src: Path = SRC) -> list[str]:
+    """LangGraph or LangChain imports in the engine (``run``, ``boundary``, ``step``,
+    ``processor``) or in the stores and the telemetry plumbing, of any kind."""
+    neutral = ("spanpoint.run", "spanpoint.boundary", "spanpoint.step", "spanpoint.processor")
+    found = []
+    for m, p in modules(src).items():
+        if not (m in neutral or part(m) in ("Stores", "Telemetry")):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            found += [f"{m}:{node.lineno} imports {n}" for n in names if n.startswith("lang")]
+    return sorted(found)
+
+
+def test_the_engine_stores_and_plumbing_import_no_framework() -> None:
+    assert framework_imports() == []
+
+
+def test_only_the_cli_imports_the_demo() -> None:
+    importers = {e.importer for e in imports() if part(e.target) == "Face"}
+    assert importers <= {"spanpoint.cli"} | {m for m in modules() if m.startswith("spanpoint.demo")}
+
+
+# --- the public face -------------------------------------------------------------------------
+
+#: ``spanpoint.__all__`` before the layout moved (issue 14): every name stays importable.
+PUBLIC_BEFORE = (
+    "CallCheckpointPolicy",
+    "CheckpointMiddleware",
+    "CheckpointSpanProcessor",
+    "CheckpointStore",
+    "ConfigurationError",
+    "CorruptCheckpointError",
+    "DurabilityPolicy",
+    "DurableSampler",
+    "GraphRunner",
+    "Guard",
+    "GuardConcurrentResumeError",
+    "GuardConfig",
+    "GuardError",
+    "GuardMiddleware",
+    "GuardNotResumableError",
+    "GuardReport",
+    "GuardResumeArgumentError",
+    "GuardResumeError",
+    "GuardRunNotStoppedError",
+    "GuardStaleCheckpointError",
+    "GuardThreadStoppedError",
+    "GuardUnknownThreadError",
+    "GuardedGraph",
+    "InterruptInfo",
+    "InvalidRunIdError",
+    "LeaseTimeoutError",
+    "MemoryStore",
+    "NotInRunError",
+    "RunRequest",
+    "RunResult",
+    "RunWaiting",
+    "SerializationError",
+    "Settings",
+    "SpanpointError",
+    "SqliteStore",
+    "StoreError",
+    "StoreUnavailableError",
+    "UnfingerprintableInputError",
+    "UntrustedCheckpointError",
+    "__version__",
+    "build_resume_request",
+    "compile_guarded_graph",
+    "configure",
+    "current_run",
+    "guard_graph",
+    "open_store",
+    "provide_input",
+    "run",
+    "settings",
+    "step",
+    "wait_for_input",
+    "wait_for_interrupt",
+)
+
+
+def test_the_public_face_keeps_every_name() -> None:
+    import spanpoint
+
+    assert set(PUBLIC_BEFORE) <= set(spanpoint.__all__)
+    namespace: dict[str, object] = {}
+    exec("from spanpoint import *", namespace)
+    for name in PUBLIC_BEFORE:
+        value = getattr(spanpoint, name)
+        assert namespace[name] is value, name
+        if name == "__version__":
+            project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+            assert value == project["version"]
+        else:
+            assert inspect.getdoc(value), f"spanpoint.{name} has no docstring"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "DurabilityPolicy",
+        "GraphRunner",
+        "InterruptInfo",
+        "RunRequest",
+        "RunResult",
+        "build_resume_request",
+        "wait_for_interrupt",
+    ],
+)
+def test_the_graph_face_keeps_its_names(name: str) -> None:
+    import spanpoint
+
+    namespace: dict[str, object] = {}
+    exec(f"from spanpoint.graph import {name}", namespace)
+    assert namespace[name] is getattr(spanpoint, name)
+
+
+def test_opentelemetry_instrument_finds_the_instrumentor() -> None:
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    group = entry_points(group="opentelemetry_instrumentor")
+    found = [e for e in group if e.name == "spanpoint_langgraph"]
+    assert [e.value for e in found] == ["spanpoint.instrumentation:SpanpointInstrumentor"]
+    assert found[0].load() is SpanpointInstrumentor
+
+
+def test_the_guard_state_key_is_written_once() -> None:
+    # Run summaries read the guard's state key from guard/state.py, never a copy of it.
+    from spanpoint.guard.state import STATE_KEY
+
+    found = []
+    for m, p in modules().items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Constant) and node.value == STATE_KEY:
+                found.append(f"{m}:{node.lineno}")
+    assert [f for f in found if not f.startswith("spanpoint.guard.")] == []
+
+
+def test_a_step_result_stored_before_the_move_still_replays() -> None:
+    # A checkpoint written before issue 14's layout names spanpoint.graph_results; the type
+    # now lives in spanpoint.graph.results. Reading the old name gives the same value, rather
+    # than refusing the checkpoint and executing the step again.
+    from spanpoint import serde
+    from spanpoint.graph.results import InterruptInfo, RunResult
+
+    value = RunResult(
+        "interrupted", {"a": 1}, "t-1", interrupts=(InterruptInfo(0, "i-1", {"q": "ok?"}),)
+    )
+    tag, data = serde.dumps(value)
+    old = data.replace(b"spanpoint.graph.results", b"spanpoint.graph_results")
+    assert old != data and b"spanpoint.graph.results" not in old
+    restored = serde.loads(tag, old)
+    assert type(restored) is RunResult and restored == serde.loads(tag, data)
+    assert restored.interrupts[0].id == "i-1" and restored.output == {"a": 1}
