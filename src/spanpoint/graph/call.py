@@ -78,7 +78,7 @@ _HEAD, _MIDDLE, _TAIL = _plain_identity_template()
 def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | None:
     """``serde.fingerprint`` of a call's identity, for the common call that has only an input
     and a thread (None otherwise): the same digest, with only the input and the thread id
-    encoded per call. Keys stay those of the general path (tests/test_graph_runner.py checks
+    encoded per call. Keys stay those of the general path (tests/graph/test_graph_runner.py checks
     that both agree)."""
     if req.checkpoint_ns is not None or req.context is not None or req.configurable or kwargs:
         return None

@@ -301,7 +301,7 @@ def result_attributes(result: RunResult) -> dict[str, Any]:
 
 def encode_result(result: RunResult) -> dict[str, Any]:
     """Plain data for the store (the output stays as is: LangGraph's serializer handles it)."""
-    return {  # every field but ``replayed`` (tests/test_graph_runner.py checks the list)
+    return {  # every field but ``replayed`` (tests/graph/test_graph_runner.py checks the list)
         "status": result.status,
         "output": _encode_output(result.output),
         "thread_id": result.thread_id,

@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "postgres" / "ticket_two_pods.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "postgres" / "ticket_two_pods.py"
 
 
 def pod(dsn: str, role: str, tmp_path: Path) -> dict[str, object]:

@@ -17,7 +17,7 @@ from spanpoint import serde
 from spanpoint.stores import SqliteStore
 from spanpoint.waits import provide_input
 
-SCRIPT = Path(__file__).parent / "scripts" / "ticket_flow.py"
+SCRIPT = Path(__file__).parents[1] / "scripts" / "ticket_flow.py"
 
 
 def attempt(tmp_path: Path, results: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "calls_agent.py"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "calls_agent.py"
 
 
 def test_calls_agent_example_replays_everything(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 from fakes import read_effects
 from spanpoint.stores import SqliteStore
 
-SCRIPT = Path(__file__).parent / "scripts" / "calls_agent.py"
+SCRIPT = Path(__file__).parents[1] / "scripts" / "calls_agent.py"
 TOOLS = ["lookup_ticket", "check_inventory", "approve_ticket"]
 
 

@@ -23,7 +23,7 @@ from tests.conftest import PgServer, pg_unavailable
 
 pytestmark = pytest.mark.postgres
 
-WORKER = Path(__file__).parent / "stores" / "boundary_worker.py"
+WORKER = Path(__file__).parent / "boundary_worker.py"
 
 
 @pytest.fixture(scope="module")
