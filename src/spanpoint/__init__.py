@@ -13,6 +13,7 @@ Running the same durable run again returns committed outputs instead of executin
 
 from typing import TYPE_CHECKING
 
+from spanpoint._lazy import lazy_getattr
 from spanpoint._version import __version__
 from spanpoint.calls.policy import CallCheckpointPolicy
 from spanpoint.config import Settings, configure, settings
@@ -139,9 +140,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib  # for import time: a lazy name's module loads on its first use
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'spanpoint' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

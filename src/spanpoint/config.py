@@ -24,9 +24,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import _get_from_env_or_default
 
 from spanpoint import semconv, serde
+from spanpoint._compat import sampler_from_env
 from spanpoint._version import __version__
 from spanpoint.capture import CapturePolicy, set_default_policy
 from spanpoint.errors import ConfigurationError
@@ -261,7 +261,7 @@ def _resolve_provider(
         # A non-SDK provider (a no-op one): boundaries commit directly, nothing is exported.
         return provider, "none (non-SDK tracer provider)"
     sdk_provider = TracerProvider(
-        sampler=DurableSampler(_get_from_env_or_default()),
+        sampler=DurableSampler(sampler_from_env()),
         resource=Resource.create({"service.name": _service_name()}),
         # Shut down with the log and metric providers, together and bounded (telemetry/).
         shutdown_on_exit=False,

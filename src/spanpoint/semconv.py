@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
-from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
 from opentelemetry.semconv.attributes import error_attributes as _error
+
+from spanpoint._compat import gen_ai_attributes as _gen_ai
+from spanpoint._compat import gen_ai_metrics as _gen_ai_metrics
 
 INSTRUMENTATION_NAME: Final = "spanpoint"
 

@@ -67,19 +67,35 @@ def fail_span(span: trace.Span, exc: BaseException) -> None:
     span.end()
 
 
-def paused_event(span: trace.Span, ids: list[str], values: list[Any] | None = None) -> None:
+def paused_event(
+    span: trace.Span,
+    ids: list[str],
+    values: list[Any] | None = None,
+    *,
+    policy: CapturePolicy | None = None,
+    details: Mapping[str, Any] | None = None,
+    shows_pause: bool | None = None,
+) -> None:
     """The ``gen_ai.agent.paused`` event, and the pause on the span itself where viewers
-    look without opening events: its id, reason and (capture on) the interrupt's value."""
-    pause = pause_attributes(ids, values, default_policy())
-    event: dict[str, AttributeValue] = {
+    look without opening events: its id, reason and (capture on) the interrupt's value.
+
+    The one builder of the paused event, for every span path. ``details`` adds what the
+    caller knows beyond the interrupts (a graph call's nodes, namespaces, next nodes);
+    ``shows_pause`` says whether the span itself shows the pause (default: when there are
+    interrupt ids — a ``ParentCommand`` is control flow too, but no pause).
+    """
+    policy = policy or default_policy()
+    pause = pause_attributes(ids, values, policy)
+    event: dict[str, Any] = {
         semconv.LANGGRAPH_INTERRUPT_COUNT: len(ids),
         semconv.LANGGRAPH_INTERRUPT_IDS: ids,
+        **(details or {}),
     }
     for key in (semconv.GEN_AI_AGENT_PAUSE_ID, semconv.GEN_AI_AGENT_PAUSE_REASON):
         if key in pause:
             event[key] = pause[key]
-    add_bounded_event(semconv.EVENT_AGENT_PAUSED, event, span=span)
-    if ids and span.is_recording():  # a ParentCommand is control flow too, but no pause
+    add_bounded_event(semconv.EVENT_AGENT_PAUSED, event, span=span, policy=policy)
+    if (bool(ids) if shows_pause is None else shows_pause) and span.is_recording():
         span.set_attributes(pause)
 
 

@@ -15,6 +15,8 @@ does not load the runner and what it imports.
 
 from typing import TYPE_CHECKING
 
+from spanpoint._lazy import lazy_getattr
+
 if TYPE_CHECKING:
     from spanpoint.graph.call import request_fingerprint
     from spanpoint.graph.results import InterruptInfo, RunResult
@@ -49,9 +51,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib  # for import time: a name's module loads on its first use
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'spanpoint.graph' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -45,7 +45,7 @@ from spanpoint.graph.results import (
 from spanpoint.graph.summary import build_summary, emit_summary
 from spanpoint.graph.types import CallOwner, RunRequest
 from spanpoint.run import current_run
-from spanpoint.spans import pause_attributes, resume_attributes
+from spanpoint.spans import resume_attributes
 
 # serde.fingerprint's canonical JSON: sorted keys, compact, UTF-8.
 _CANONICAL_JSON = _json.STABLE_ENCODER
@@ -312,23 +312,17 @@ class GraphCall:
                 policy=policy,
             )
         if result.interrupted:
-            attrs: dict[str, Any] = {
-                semconv.LANGGRAPH_INTERRUPT_COUNT: len(result.interrupts),
-                semconv.LANGGRAPH_INTERRUPT_IDS: [i.id for i in result.interrupts],
+            details: dict[str, Any] = {
                 semconv.LANGGRAPH_NODE: [i.node or "" for i in result.interrupts],
                 semconv.LANGGRAPH_CHECKPOINT_NS: [i.namespace for i in result.interrupts],
                 semconv.LANGGRAPH_NEXT_NODES: list(result.next_nodes),
             }
-            if policy.capture_state:
-                attrs[semconv.GRAPH_INTERRUPT_VALUES] = [i.value for i in result.interrupts]
             values = [i.value for i in result.interrupts]
-            pause = pause_attributes([i.id for i in result.interrupts], values, policy)
-            for key in (semconv.GEN_AI_AGENT_PAUSE_ID, semconv.GEN_AI_AGENT_PAUSE_REASON):
-                if key in pause:
-                    attrs[key] = pause[key]
-            add_bounded_event(semconv.EVENT_AGENT_PAUSED, attrs, span=span, policy=policy)
-            # Where viewers look without opening the event (issue 19): the span itself.
-            span.set_attributes(pause)
+            if policy.capture_state:
+                details[semconv.GRAPH_INTERRUPT_VALUES] = values
+            # A static breakpoint has no interrupt ids, but the call is paused all the same.
+            ids = [i.id for i in result.interrupts]
+            spans.paused_event(span, ids, values, policy=policy, details=details, shows_pause=True)
 
     # --- strategy "calls": traced, not a boundary ------------------------------------------
 

@@ -19,6 +19,7 @@ on these objects. :meth:`GuardReport.from_state` reads it back.
 
 from typing import TYPE_CHECKING
 
+from spanpoint._lazy import lazy_getattr
 from spanpoint.guard.state import REASON_KEY, STATE_KEY, TERMINATED_KEY
 
 if TYPE_CHECKING:
@@ -70,9 +71,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib  # for import time: only a lazy name's first use pays
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'spanpoint.guard' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

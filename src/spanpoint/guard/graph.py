@@ -29,15 +29,14 @@ from typing import Annotated, Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph._internal._runnable import RunnableCallable
 from langgraph.channels import LastValue
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
 from langgraph.types import Command
 from opentelemetry.metrics import MeterProvider
 from typing_extensions import is_typeddict
 
+from spanpoint._compat import ChannelWrite, ChannelWriteTupleEntry, RunnableCallable
 from spanpoint.errors import ConfigurationError
 from spanpoint.guard.config import GuardConfig
 from spanpoint.guard.engine import Decision, GuardEngine, opened, run_start

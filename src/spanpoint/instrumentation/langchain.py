@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from spanpoint import semconv
+from spanpoint._compat import span_attribute_dict
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.config import settings
 from spanpoint.instrumentation.pregel import Wrapper
@@ -50,8 +51,8 @@ def _current_operation() -> tuple[str | None, Mapping[str, Any]]:
     span = trace.get_current_span()
     # The SDK span's own dict, not the mappingproxy over its pure-Python BoundedAttributes
     # (``in`` and ``get`` through it are two Python calls each, on every model and tool call).
-    attrs = getattr(getattr(span, "_attributes", None), "_dict", None)
-    if type(attrs) is not dict:
+    attrs: Mapping[str, Any] | None = span_attribute_dict(span)
+    if attrs is None:
         attrs = getattr(span, "attributes", None)
     if not attrs or semconv.BOUNDARY_KIND not in attrs:
         return None, {}

@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, StatusCode
 
 from spanpoint import semconv
+from spanpoint._compat import span_attribute_dict
 from spanpoint._version import __version__
 from spanpoint.telemetry import providers
 from spanpoint.telemetry._per_provider import PerProvider
@@ -112,8 +113,8 @@ def span_attributes(span: Any) -> Mapping[str, Any]:
     in a mappingproxy, so each ``get`` is two Python calls; an ended span's attributes no
     longer change, so its plain dict is read directly when the SDK has one.
     """
-    found = getattr(getattr(span, "_attributes", None), "_dict", None)
-    return found if type(found) is dict else (span.attributes or {})
+    found = span_attribute_dict(span)
+    return found if found is not None else (span.attributes or {})
 
 
 def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
