@@ -248,7 +248,9 @@ print((w1 - w0) * 1e3, (w2 - w1) * 1e3, (c2 - c1) * 1e3)
 
 IMPORTS = {
     "spanpoint": (None, ["spanpoint"]),
-    "spanpoint + GraphRunner": (None, ["spanpoint", "spanpoint.graph"]),
+    # spanpoint.graph is a lazy face: the runner's module is what `from spanpoint.graph import
+    # GraphRunner` loads.
+    "spanpoint + GraphRunner": (None, ["spanpoint", "spanpoint.graph.runner"]),
     "spanpoint.instrumentation (zero-code)": (None, ["spanpoint.instrumentation"]),
     "openinference": (None, ["openinference.instrumentation.langchain"]),
     "openllmetry": (None, ["opentelemetry.instrumentation.langchain"]),

@@ -33,9 +33,7 @@ from spanpoint.errors import ConfigurationError
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
 from spanpoint.telemetry import exporters as _exporters
-from spanpoint.telemetry import metrics as _metrics
-from spanpoint.telemetry import providers as _providers
-from spanpoint.telemetry.jsonl import JsonLinesSpanExporter
+from spanpoint.telemetry import set_meter_source
 
 DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
 
@@ -92,6 +90,9 @@ class Settings:
                 if isinstance(current, SdkLoggerProvider):
                     self._logger_provider, self.log_destination = current, "application"
                 elif self._logger_provider is None:
+                    # For import time: only an application with no logger provider pays.
+                    from spanpoint.telemetry import providers as _providers
+
                     made = _providers.default_logger_provider(
                         Path(self.telemetry_dir), _providers.resource_of(self.tracer_provider)
                     )
@@ -110,6 +111,9 @@ class Settings:
                 if isinstance(current, SdkMeterProvider):
                     self._meter_provider, self.metric_destination = current, "application"
                 elif self._meter_provider is None:
+                    # For import time: only an application with no meter provider pays.
+                    from spanpoint.telemetry import providers as _providers
+
                     made = _providers.default_meter_provider(
                         Path(self.telemetry_dir), _providers.resource_of(self.tracer_provider)
                     )
@@ -282,8 +286,10 @@ def wire_provider(provider: TracerProvider) -> None:
         if provider in _WIRED:
             return
         provider.add_span_processor(CheckpointSpanProcessor())
+        from spanpoint.telemetry.metrics import GenAIMetricsProcessor  # for import time
+
         # gen_ai.client.* metrics are recorded from spanpoint's spans as they end, in one place.
-        provider.add_span_processor(_metrics.GenAIMetricsProcessor())
+        provider.add_span_processor(GenAIMetricsProcessor())
         if not isinstance(provider.sampler, DurableSampler):
             # Tracers capture the sampler when created; spanpoint's tracer is created after
             # this, so its boundary spans get the durable sampler.
@@ -315,6 +321,8 @@ def _add_default_exporter(
     # malformed value is a ConfigurationError naming the variable.
     resolved = _exporters.resolve("traces")
     path = Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE)
+    from spanpoint.telemetry.jsonl import JsonLinesSpanExporter  # for import time
+
     for exporter in _exporters.build(resolved, lambda: JsonLinesSpanExporter(path), str(path)):
         provider.add_span_processor(BatchSpanProcessor(exporter))
     return resolved.describe(str(path))
@@ -322,4 +330,4 @@ def _add_default_exporter(
 
 # Instruments (spanpoint.telemetry.metrics) find the meter provider through this source, so the
 # telemetry plumbing follows configure() without importing config.
-_providers.set_meter_source(lambda: settings().meter_provider)
+set_meter_source(lambda: settings().meter_provider)

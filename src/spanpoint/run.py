@@ -36,7 +36,6 @@ from spanpoint.errors import (
 )
 from spanpoint.stores import open_store
 from spanpoint.stores.base import BoundaryRecord, CheckpointStore, RunStatus, process_owner_id
-from spanpoint.telemetry.metrics import count_boundaries
 
 logger = logging.getLogger("spanpoint")
 
@@ -354,6 +353,9 @@ class run:
 
 
 def _count_boundaries(scope: RunScope) -> None:
+    # For import time: the metric instruments load with the first run that ends.
+    from spanpoint.telemetry.metrics import count_boundaries
+
     try:
         count_boundaries(scope.boundary_counts)
     except Exception as exc:  # observability is best effort

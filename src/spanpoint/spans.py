@@ -24,7 +24,6 @@ from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
 from spanpoint.capture import CapturePolicy, default_policy, record_failure
-from spanpoint.events import add_bounded_event
 
 # Status is immutable: one instance serves every span that ends OK.
 STATUS_OK = Status(StatusCode.OK)
@@ -84,6 +83,9 @@ def paused_event(
     ``shows_pause`` says whether the span itself shows the pause (default: when there are
     interrupt ids — a ``ParentCommand`` is control flow too, but no pause).
     """
+    # For import time: the event machinery loads with the first pause, not with every boundary.
+    from spanpoint.events import add_bounded_event
+
     policy = policy or default_policy()
     pause = pause_attributes(ids, values, policy)
     event: dict[str, Any] = {

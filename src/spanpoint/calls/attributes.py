@@ -14,7 +14,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
@@ -146,6 +145,10 @@ def tool_name(tool: BaseTool | dict[str, Any]) -> str:
 
 
 def _last_ai(response: Any) -> AIMessage | None:
+    # For import time: langchain.agents (about 0.1 s) loads with the first model response
+    # described, not with GraphRunner, which reads only this module's graph attributes.
+    from langchain.agents.middleware.types import ModelResponse
+
     messages = response.result if isinstance(response, ModelResponse) else [response]
     for message in reversed(messages):
         if isinstance(message, AIMessage):

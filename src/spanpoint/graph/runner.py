@@ -26,10 +26,7 @@ from langgraph.types import Command
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError
-from spanpoint.graph.call import GraphCall
-from spanpoint.graph.inspect import inspect_graph
 from spanpoint.graph.results import RunResult
-from spanpoint.graph.stream import astream_graph, stream_graph
 from spanpoint.graph.types import DurabilityPolicy, RunRequest, Strategy
 
 logger = logging.getLogger("spanpoint")
@@ -60,6 +57,11 @@ class GraphRunner:
         durability: DurabilityPolicy | None = None,
         kind: Literal["agent", "workflow"] | None = None,
     ) -> None:
+        # For import time: the call machinery (LangGraph's checkpointers, the GenAI attributes,
+        # the run summary) loads with the first runner, not with `from spanpoint.graph import`.
+        from spanpoint.graph.call import GraphCall
+        from spanpoint.graph.inspect import inspect_graph
+
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(
                 "GraphRunner needs a stable non-empty name=, e.g. GraphRunner(graph, name="
@@ -119,12 +121,16 @@ class GraphRunner:
 
         A stream is never a boundary: it neither commits nor replays a checkpoint.
         """
+        from spanpoint.graph.stream import stream_graph  # for import time (see __init__)
+
         return stream_graph(self._call, self._request(request, thread_id), kwargs)
 
     def astream(
         self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """The async form of :meth:`stream` (``graph.astream``)."""
+        from spanpoint.graph.stream import astream_graph  # for import time (see __init__)
+
         return astream_graph(self._call, self._request(request, thread_id), kwargs)
 
     @staticmethod

@@ -18,7 +18,6 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from spanpoint import semconv
-from spanpoint.events import StreamRecorder
 from spanpoint.instrumentation.pregel import (
     ACTIVE,
     ActiveGraphCall,
@@ -36,6 +35,8 @@ from spanpoint.spans import STATUS_OK, fail_span, paused_event
 def _open_stream_span(
     graphs: Graphs, instance: Any, args: Any, kwargs: Any
 ) -> tuple[trace.Span, Any]:
+    from spanpoint.events import StreamRecorder  # for import time: the first stream pays
+
     meta = graphs.meta(instance)
     attrs, _ = call_attributes(meta, config_of(args, kwargs), nested=ACTIVE.get() is not None)
     span = meta.tracer.start_span(meta.span_name, attributes={**attrs, semconv.STRATEGY: "stream"})

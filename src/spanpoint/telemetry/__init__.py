@@ -1,1 +1,32 @@
-"""OpenTelemetry plumbing that knows nothing of runs: exporters, providers, local files."""
+"""OpenTelemetry plumbing that knows nothing of runs: exporters, providers, local files.
+
+:func:`meter_provider` is the one place instruments (``telemetry.metrics``) find spanpoint's
+meter provider. ``spanpoint.config`` installs its source (the settings) when it is imported,
+so the plumbing follows ``configure()`` without importing ``config``; it lives here, in the
+package itself, so installing it loads no module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import metrics
+
+
+def _global_meter_provider() -> Any:
+    return metrics.get_meter_provider()
+
+
+_meter_source: Callable[[], Any] = _global_meter_provider
+
+
+def set_meter_source(source: Callable[[], Any]) -> None:
+    """Where :func:`meter_provider` finds the provider (``spanpoint.config`` sets it)."""
+    global _meter_source
+    _meter_source = source
+
+
+def meter_provider() -> Any:
+    """spanpoint's meter provider now: the configured one (the global one until then)."""
+    return _meter_source()

@@ -29,10 +29,9 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.trace import NonRecordingSpan, StatusCode
 
-from spanpoint import semconv
+from spanpoint import semconv, telemetry
 from spanpoint._compat import span_attribute_dict
 from spanpoint._version import __version__
-from spanpoint.telemetry import providers
 from spanpoint.telemetry._per_provider import PerProvider
 
 # Bucket boundaries the GenAI conventions advise for these two histograms.
@@ -157,7 +156,7 @@ _LAST: tuple[Any, _Instruments | None] = (lambda: None, None)
 
 def _current_instruments() -> _Instruments:
     global _LAST
-    provider = providers.meter_provider()
+    provider = telemetry.meter_provider()
     last_provider, found = _LAST
     if found is None or last_provider() is not provider:
         found = _instruments(provider)

@@ -6,18 +6,13 @@ OTLP variables ask (``spanpoint.telemetry.exporters``), else, with no endpoint, 
 files next to the local trace file. OpenTelemetry plumbing: it knows nothing of settings or
 runs; the resource comes from the caller's tracer provider.
 
-:func:`meter_provider` is the one place instruments find spanpoint's meter provider:
-``spanpoint.config`` installs the source (its settings) when it is imported, so instruments
-follow ``configure()`` without this package importing ``config``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from opentelemetry import metrics
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
@@ -28,19 +23,6 @@ from opentelemetry.sdk.resources import Resource
 
 from spanpoint.telemetry import exporters
 from spanpoint.telemetry.jsonl import JsonLinesLogExporter, JsonLinesMetricExporter
-
-_meter_source: Callable[[], Any] = metrics.get_meter_provider
-
-
-def set_meter_source(source: Callable[[], Any]) -> None:
-    """Where :func:`meter_provider` finds the provider (``spanpoint.config`` sets it)."""
-    global _meter_source
-    _meter_source = source
-
-
-def meter_provider() -> Any:
-    """spanpoint's meter provider now: the configured one (global until configured)."""
-    return _meter_source()
 
 
 def resource_of(tracer_provider: Any) -> Resource:
