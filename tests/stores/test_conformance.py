@@ -318,6 +318,25 @@ def test_input_provided_before_the_run_reaches_the_wait(subject: Subject) -> Non
     assert later.value_json == "12" and later.question == "How much?"
 
 
+def test_list_runs_pages_with_a_cursor_through_every_run_once(subject: Subject) -> None:
+    store = subject.store
+    for i in range(7):
+        store.start_run(f"run-{i}", None)
+        time.sleep(0.002)
+    store.finish_run("run-2", "completed")
+    newest_first = [r.run_id for r in store.list_runs()]
+    assert newest_first[0] == "run-2" and len(newest_first) == 7
+    pages: list[list[str]] = []
+    after = None
+    while page := store.list_runs(limit=3, after=after):
+        pages.append([r.run_id for r in page])
+        after = page[-1].cursor
+    assert pages == [newest_first[:3], newest_first[3:6], newest_first[6:]]
+    running = store.list_runs(status="running", limit=2)
+    rest = store.list_runs(status="running", after=running[-1].cursor)
+    assert [r.run_id for r in running + rest] == [i for i in newest_first if i != "run-2"]
+
+
 # --- retention -------------------------------------------------------------------------------
 
 

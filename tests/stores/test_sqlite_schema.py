@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from spanpoint.errors import StoreUnavailableError
+from spanpoint.stores import sqlite as sqlite_module
 from spanpoint.stores.base import Checkpoint
 from spanpoint.stores.sqlite import _MIGRATIONS, SCHEMA_VERSION, SqliteStore
 
@@ -81,5 +83,111 @@ def test_gc_drops_leases_abandoned_before_the_age_and_keeps_live_ones(tmp_path: 
             left = [r[0] for r in conn.execute("SELECT key FROM checkpoints ORDER BY key")]
         assert left == ["live"]
         assert store.claim("live", "host-c:3:ccc", 60).state == "held"
+    finally:
+        store.close()
+
+
+def _plans_under_write_lock(path: Path, action: Callable[[SqliteStore], object]) -> list[str]:
+    """SQLite's query plan of each statement ``action`` runs inside a write transaction."""
+    store = SqliteStore(path)
+    statements: list[tuple[bool, str]] = []
+    in_write = False
+
+    def trace(sql: str) -> None:
+        nonlocal in_write
+        head = sql.strip().upper()
+        if head.startswith("BEGIN"):
+            in_write = True
+        elif head.startswith(("COMMIT", "ROLLBACK")):
+            in_write = False
+        else:
+            statements.append((in_write, sql))
+
+    store._conn.set_trace_callback(trace)
+    try:
+        action(store)
+    finally:
+        store._conn.set_trace_callback(None)
+        store.close()
+    plans = []
+    with sqlite3.connect(path) as conn:
+        for locked, sql in statements:
+            if locked and not sql.lstrip().upper().startswith("EXPLAIN"):
+                # The traced text has its parameters inlined: the plan of exactly that.
+                rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
+                plans.append(f"{sql.strip()[:60]} -> " + "; ".join(r[-1] for r in rows))
+    return plans
+
+
+def _old_store(path: Path, runs: int) -> None:
+    store = SqliteStore(path)
+    for i in range(runs):
+        store.start_run(f"run-{i}", None)
+        for j in range(3):
+            store.put(Checkpoint(f"k-{i}-{j}", f"run-{i}", "p", "n", "step", j, "json", b"1",
+                                 "0" * 32, "0" * 16))
+        store.finish_run(f"run-{i}", "completed")
+    store.claim("abandoned", "host-a:1:aaa", 60)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE runs SET updated_at = updated_at - 7200")
+        conn.execute("UPDATE checkpoints SET lease_expires_at = 1 WHERE key = 'abandoned'")
+
+
+def test_gc_scans_no_table_while_it_holds_the_write_lock(tmp_path: Path) -> None:
+    # A full scan per deleted run made gc quadratic in the store (128 s at 100k checkpoints)
+    # and held concurrent writers for all of it: each statement under the lock uses an index.
+    path = tmp_path / "gc.db"
+    _old_store(path, 5)
+    deleted: list[int] = []
+    plans = _plans_under_write_lock(path, lambda s: deleted.append(s.delete_runs_older_than(3600)))
+    assert deleted == [5]
+    assert plans and all(" SCAN " not in f" {p.split(' -> ')[1]} " for p in plans), plans
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+
+
+def test_gc_deletes_in_short_transactions_and_keeps_a_run_restarted_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "GC_BATCH_RUNS", 2)
+    path = tmp_path / "gc.db"
+    _old_store(path, 5)
+    store = SqliteStore(path)
+    commits: list[str] = []
+    real = store._delete_runs
+
+    def restart_run_4_first(conn: sqlite3.Connection, run_ids: list[str], cutoff: float) -> int:
+        if not commits:  # another process restarts run-4 after gc read its candidates
+            conn.execute("UPDATE runs SET updated_at = ? WHERE run_id = 'run-4'", (time.time(),))
+        commits.append(",".join(run_ids))
+        return real(conn, run_ids, cutoff)
+
+    monkeypatch.setattr(store, "_delete_runs", restart_run_4_first)
+    try:
+        assert store.delete_runs_older_than(3600) == 4
+        assert len(commits) == 3  # 5 runs, 2 per transaction
+        assert [r.run_id for r in store.list_runs()] == ["run-4"]
+        assert len(store.list_checkpoints("run-4")) == 3
+    finally:
+        store.close()
+
+
+def test_a_page_of_runs_reads_an_index_not_the_whole_table(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    _old_store(path, 3)
+    store = SqliteStore(path)
+    try:
+        first = store.list_runs(limit=2)
+        with sqlite3.connect(path) as conn:
+            for cursor in (None, first[-1].cursor):
+                where = "" if cursor is None else f"WHERE (r.updated_at, r.run_id) < {cursor!r}"
+                rows = conn.execute(
+                    "EXPLAIN QUERY PLAN SELECT r.run_id FROM runs r "
+                    f"{where} ORDER BY r.updated_at DESC, r.run_id DESC LIMIT 2"
+                ).fetchall()
+                plan = "; ".join(r[-1] for r in rows)
+                assert "runs_updated" in plan and "TEMP B-TREE" not in plan, plan
     finally:
         store.close()

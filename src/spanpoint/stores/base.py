@@ -21,9 +21,12 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from spanpoint._json import json_text
 from spanpoint.errors import CorruptCheckpointError
 
-RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted"]
+RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted", "stopped"]
 BoundaryStatus = Literal["ok", "error", "replayed", "interrupted"]
 ClaimState = Literal["committed", "acquired", "held"]
+#: Where a page of ``list_runs`` ends: the last run's ``(updated_at, run_id)``
+#: (:attr:`RunRecord.cursor`); the next page is the runs strictly after it, newest first.
+RunCursor = tuple[float, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,11 @@ class RunRecord:
     created_at: float
     updated_at: float
     committed: int = 0
+
+    @property
+    def cursor(self) -> RunCursor:
+        """Pass as ``list_runs(after=...)`` to list the runs after this one."""
+        return (self.updated_at, self.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,8 +374,16 @@ class CheckpointStore(Protocol):
         """The run record of ``run_id``, or None."""
         ...
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
-        """Runs, newest first, optionally only those with ``status``."""
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        after: RunCursor | None = None,
+    ) -> list[RunRecord]:
+        """Runs, newest first (ties by run id, descending), optionally only those with
+        ``status``; with ``after`` (a :attr:`RunRecord.cursor`), those after that run: the next
+        page, found through an index rather than by skipping rows."""
         ...
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:

@@ -13,6 +13,7 @@ from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
     Claim,
+    RunCursor,
     RunRecord,
     RunStatus,
     WaitRecord,
@@ -120,10 +121,20 @@ class MemoryStore:
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        after: RunCursor | None = None,
+    ) -> list[RunRecord]:
         with self._lock:
-            runs = [r for r in self._runs.values() if status is None or r.status == status]
-        return sorted(runs, key=lambda r: r.updated_at, reverse=True)[:limit]
+            runs = [
+                r
+                for r in self._runs.values()
+                if (status is None or r.status == status) and (after is None or r.cursor < after)
+            ]
+        return sorted(runs, key=lambda r: r.cursor, reverse=True)[:limit]
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
         with self._lock:

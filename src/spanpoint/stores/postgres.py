@@ -31,6 +31,7 @@ from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
     Claim,
+    RunCursor,
     RunRecord,
     RunStatus,
     WaitRecord,
@@ -211,11 +212,31 @@ class PostgresStore:
         rows = self._fetchall("get_run", RUN_SELECT + "WHERE r.run_id = %s", (run_id,))
         return RunRecord(*rows[0]) if rows else None
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
-        where = "WHERE r.status = %s " if status is not None else ""
-        params = (status, limit) if status is not None else (limit,)
-        query = RUN_SELECT + where + "ORDER BY r.updated_at DESC LIMIT %s"
-        return [RunRecord(*row) for row in self._fetchall("list_runs", query, params)]
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        after: RunCursor | None = None,
+    ) -> list[RunRecord]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            clauses.append("r.status = %s")
+            params.append(status)
+        if after is not None:
+            # Keyset pagination: `updated_at <= x` is the range the spanpoint_runs_updated
+            # index walks backwards from; the rest breaks ties by run id. to_timestamp gives
+            # back the exact microsecond the epoch float was read from.
+            clauses.append(
+                "r.updated_at <= to_timestamp(%s) AND (r.updated_at < to_timestamp(%s) "
+                "OR r.run_id < %s)"
+            )
+            params.extend((after[0], after[0], after[1]))
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        query = RUN_SELECT + where + "ORDER BY r.updated_at DESC, r.run_id DESC LIMIT %s"
+        rows = self._fetchall("list_runs", query, (*params, limit))
+        return [RunRecord(*row) for row in rows]
 
     # --- checkpoints and leases ----------------------------------------------------------
 

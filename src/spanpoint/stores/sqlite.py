@@ -26,6 +26,7 @@ from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
     Claim,
+    RunCursor,
     RunRecord,
     RunStatus,
     WaitRecord,
@@ -42,7 +43,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("spanpoint")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _statements(script: str) -> list[str]:
@@ -162,7 +163,15 @@ _MIGRATIONS: dict[int, list[str]] = {
     # every read that can replay it. Rows committed before keep a NULL digest and read as
     # before (docs/design-notes.md, "Integrity digests").
     4: ["ALTER TABLE checkpoints ADD COLUMN digest TEXT"],
+    # Runs newest first without a sort of the whole table: `list_runs` pages walk this index
+    # (keyset pagination on updated_at, run_id) and gc finds old runs through it. One index
+    # write per run start and end, none per boundary.
+    5: ["CREATE INDEX runs_updated ON runs (updated_at, run_id)"],
 }
+
+#: Runs deleted per write transaction by gc: each transaction holds the write lock for a few
+#: milliseconds, so concurrent writers wait that long at most, never for the whole gc.
+GC_BATCH_RUNS = 100
 
 _CHECKPOINT_COLUMNS = (
     "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
@@ -425,17 +434,32 @@ class SqliteStore:
         runs = self._select_runs("WHERE r.run_id = ?", (run_id,), 1)
         return runs[0] if runs else None
 
-    def list_runs(self, *, status: RunStatus | None = None, limit: int = 100) -> list[RunRecord]:
-        if status is None:
-            return self._select_runs("", (), limit)
-        return self._select_runs("WHERE r.status = ?", (status,), limit)
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        after: RunCursor | None = None,
+    ) -> list[RunRecord]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            clauses.append("r.status = ?")
+            params.append(status)
+        if after is not None:
+            # Keyset pagination: the next page starts in the runs_updated index right after
+            # the cursor's row, so page 1,000 costs what page 1 costs.
+            clauses.append("(r.updated_at, r.run_id) < (?, ?)")
+            params.extend(after)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return self._select_runs(where, tuple(params), limit)
 
     def _select_runs(self, where: str, params: tuple[Any, ...], limit: int) -> list[RunRecord]:
         sql = (
             "SELECT r.run_id, r.name, r.attempts, r.status, r.created_at, r.updated_at, "
             "(SELECT COUNT(*) FROM checkpoints c WHERE c.run_id = r.run_id "
             "AND c.output IS NOT NULL) "
-            f"FROM runs r {where} ORDER BY r.updated_at DESC LIMIT ?"
+            f"FROM runs r {where} ORDER BY r.updated_at DESC, r.run_id DESC LIMIT ?"
         )
         rows = self._run(
             "list_runs", lambda c: c.execute(sql, (*params, limit)).fetchall(), write=False
@@ -633,21 +657,75 @@ class SqliteStore:
     # --- retention -----------------------------------------------------------------------
 
     def delete_runs_older_than(self, seconds: float) -> int:
-        def op(conn: sqlite3.Connection) -> int:
-            cutoff = time.time() - seconds
-            old = [
+        # Candidates are read outside any write transaction (WAL: a read blocks no writer);
+        # then each batch is deleted in its own short transaction, every statement on an index,
+        # and a run is deleted only if it is still old then (a run restarted meanwhile stays).
+        # One transaction for everything held writers for the whole gc, and a DELETE by run_id
+        # off the partial index scanned the table once per run (bench/README.md, scale).
+        cutoff = time.time() - seconds
+        candidates = self._run(
+            "delete_runs_older_than",
+            lambda c: [
                 r[0]
-                for r in conn.execute("SELECT run_id FROM runs WHERE updated_at < ?", (cutoff,))
-            ]
-            for table in ("checkpoints", "journal", "waits", "runs"):
-                conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in old])
-            # Leases of workers that died and whose boundary never ran again: no run owns them.
-            conn.execute(
-                "DELETE FROM checkpoints WHERE output IS NULL AND lease_expires_at < ?", (cutoff,)
+                for r in c.execute("SELECT run_id FROM runs WHERE updated_at < ?", (cutoff,))
+            ],
+            write=False,
+        )
+        deleted = 0
+        for start in range(0, len(candidates), GC_BATCH_RUNS):
+            batch = candidates[start : start + GC_BATCH_RUNS]
+            deleted += self._run(
+                "delete_runs_older_than",
+                lambda c, batch=batch: self._delete_runs(c, batch, cutoff),  # type: ignore[misc]
+                write=True,
             )
-            return len(old)
+        # Leases of workers that died and whose boundary never ran again: no run owns them.
+        # Found by one read (no index serves them: one would cost every boundary a write),
+        # deleted by key, each checked again under the write lock.
+        stale = self._run(
+            "delete_runs_older_than",
+            lambda c: [
+                (r[0], cutoff)
+                for r in c.execute(
+                    "SELECT key FROM checkpoints WHERE output IS NULL AND lease_expires_at < ?",
+                    (cutoff,),
+                )
+            ],
+            write=False,
+        )
+        for start in range(0, len(stale), GC_BATCH_RUNS * 10):
+            rows = stale[start : start + GC_BATCH_RUNS * 10]
+            self._run(
+                "delete_runs_older_than",
+                lambda c, rows=rows: c.executemany(  # type: ignore[misc]
+                    "DELETE FROM checkpoints WHERE key = ? AND output IS NULL "
+                    "AND lease_expires_at < ?",
+                    rows,
+                ),
+                write=True,
+            )
+        return deleted
 
-        return self._run("delete_runs_older_than", op, write=True)
+    @staticmethod
+    def _delete_runs(conn: sqlite3.Connection, run_ids: list[str], cutoff: float) -> int:
+        """Delete the runs of ``run_ids`` still not updated since ``cutoff``, with their rows."""
+        marks = ", ".join("?" * len(run_ids))
+        old = [
+            (r[0],)
+            for r in conn.execute(
+                f"SELECT run_id FROM runs WHERE run_id IN ({marks}) AND updated_at < ?",
+                (*run_ids, cutoff),
+            )
+        ]
+        # `output IS NOT NULL` lets the delete use the partial checkpoints_run index; a row of
+        # the run without output is a lease (a boundary under way, or a corrupted row taken
+        # over), which the stale-lease pass removes once it expires.
+        conn.executemany(
+            "DELETE FROM checkpoints WHERE run_id = ? AND output IS NOT NULL", old
+        )
+        for table in ("journal", "waits", "runs"):
+            conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", old)
+        return len(old)
 
     def close(self) -> None:
         with self._lock:
