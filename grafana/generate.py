@@ -221,6 +221,15 @@ def _boundary_panels() -> list:
                 "{{gen_ai_agent_name}}",
             ),
         ),
+        # Issue 16: spanpoint.replay.saved.cost (unit {USD}: no unit suffix in Prometheus).
+        totals(
+            "Cost saved by replay (USD)",
+            "Price-table cost of the model calls replayed instead of executed, by graph, over "
+            "the time range (spanpoint.replay.saved.cost).",
+            "sum by (gen_ai_agent_name) "
+            f"(increase(spanpoint_replay_saved_cost_total{{{SERVICE}}}[$__range]))",
+            "{{gen_ai_agent_name}}",
+        ),
     ]
 
 

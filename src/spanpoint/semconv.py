@@ -205,3 +205,21 @@ GEN_AI_AGENT_RESUMED_FROM_ID: Final = "gen_ai.agent.resumed_from.id"
 # Values of gen_ai.agent.pause.reason and gen_ai.agent.resumed_from.type (#445's enums).
 PAUSE_REASON_HUMAN_INPUT: Final = "human_input"
 RESUMED_FROM_PAUSE: Final = "pause"
+
+# --- issue 16: what each call cost, and what replay saved ------------------------------
+# PROPOSAL, not yet in the GenAI conventions: open-telemetry/semantic-conventions-genai #443
+# ("gen_ai.usage.cost.*"). The amount is priced by genai-prices from the reported token usage;
+# a model the price table does not know gets neither attribute (never a guessed price).
+GEN_AI_USAGE_COST_AMOUNT: Final = "gen_ai.usage.cost.amount"
+GEN_AI_USAGE_COST_CURRENCY: Final = "gen_ai.usage.cost.currency"
+# On a model call's span: true when the price table does not know its model (no cost set).
+COST_UNPRICED: Final = "spanpoint.cost.unpriced"
+# On a replayed model call's span (its cost, not paid again) and on the run's root span (the
+# total of the attempt's replayed model calls): what replay saved.
+REPLAY_SAVED_COST: Final = "spanpoint.replay.saved.cost.amount"
+# The run's root span: tokens and cost of the attempt's executed and replayed model calls.
+RUN_EXECUTED_COST: Final = "spanpoint.run.executed.cost.amount"
+RUN_EXECUTED_TOKENS: Final = "spanpoint.run.executed.tokens"
+RUN_REPLAYED_TOKENS: Final = "spanpoint.run.replayed.tokens"
+# Counter, in the currency's units: the cost of model calls replayed instead of executed.
+METRIC_REPLAY_SAVED_COST: Final = "spanpoint.replay.saved.cost"

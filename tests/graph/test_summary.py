@@ -35,6 +35,7 @@ SUMMARY_FIELDS = {
     "warnings",
     "trace_id",
     "span_id",
+    "cost",  # inside a run: executed and replayed model calls' tokens and cost (issue 16)
 }
 
 

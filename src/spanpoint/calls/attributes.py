@@ -20,6 +20,7 @@ from langgraph.types import Command
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
+from spanpoint.calls.cost import cost_attributes
 from spanpoint.calls.identity import FieldMemo
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 
@@ -175,6 +176,7 @@ def describe_model_response(
     if usage:
         attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
+        attrs.update(cost_attributes(ai))  # issue 16: priced by genai-prices, else unpriced
     if capture.content_on_spans:
         (message,) = genai_messages([ai], capture)
         # Required by the output-messages schema: without it viewers (Phoenix) reject the
@@ -189,8 +191,10 @@ def describe_tool_result(result: Any, capture: CapturePolicy) -> dict[str, Attri
     attrs: dict[str, AttributeValue] = {}
     if isinstance(result, ToolMessage):
         if result.status == "error":
-            # LangChain turned the tool's exception into a message the model will read;
-            # the call is committed like any result so a replay feeds the model the same.
+            # LangChain turned the tool's exception into a message the model will read. The
+            # call failed all the same: error.type marks the span ERROR (boundary), so by
+            # invariant 1 nothing is committed and a rerun calls the tool again, which is
+            # what a transient failure needs (docs/concepts.md, "Tool errors").
             attrs[semconv.ERROR_TYPE] = "tool_error"
         if capture.content_on_spans:
             attrs[semconv.GEN_AI_TOOL_CALL_RESULT] = capture.to_json(result.content)

@@ -28,11 +28,12 @@ from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from spanpoint import semconv
 from spanpoint._version import __version__
+from spanpoint.calls.cost import CURRENCY, run_cost
 from spanpoint.config import settings
-from spanpoint.errors import SpanpointError
+from spanpoint.errors import SpanpointError, StoreError
 from spanpoint.graph.results import RunResult
 from spanpoint.guard.state import STATE_KEY as GUARD_STATE_KEY
-from spanpoint.run import current_run
+from spanpoint.run import RunScope, current_run
 from spanpoint.telemetry._per_provider import PerProvider
 
 logger = logging.getLogger("spanpoint")
@@ -76,10 +77,30 @@ def build_summary(
     }
     if error is not None:
         summary["error"] = type(error).__qualname__
+    if scope is not None:
+        cost = _attempt_cost(scope)
+        if cost is not None:
+            summary["cost"] = cost
     guard = _guard_report(result)
     if guard is not None:
         summary["guard"] = guard
     return summary
+
+
+def _attempt_cost(scope: RunScope) -> dict[str, Any] | None:
+    """Tokens and cost of the attempt's executed and replayed model calls so far (issue 16),
+    also set on the run's root span, where ``spanpoint.replay.saved.cost.amount`` is what
+    replay saved. Read from the store: the same totals ``spanpoint show`` prints later."""
+    try:
+        cost = run_cost(
+            scope.store, scope.run_id, attempt=scope.attempt, journal=list(scope.journal)
+        )
+    except StoreError as exc:  # observability is best effort
+        logger.debug("spanpoint: run cost not read: %s", exc)
+        return None
+    if scope.span is not None and scope.span.is_recording():
+        scope.span.set_attributes(cost.span_attributes())
+    return cost.to_dict()
 
 
 def _guard_report(result: RunResult | None) -> dict[str, Any] | None:
@@ -112,10 +133,39 @@ def emit_summary(
         _emit_log(cfg.logger_provider, summary, context)
         # The context now, not the one current when the batch is recorded (exemplars).
         _instruments(cfg.meter_provider).record(summary, context or otel_context.get_current())
+        _count_saved(cfg.meter_provider, summary)
     except Exception as exc:
         if cfg.strict:
             raise SpanpointError(f"could not emit the run summary: {exc}") from exc
         logger.warning("spanpoint: could not emit the run summary: %s", exc)
+
+
+_saved_counter: PerProvider[Any] = PerProvider(
+    lambda provider: provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__).create_counter(
+        semconv.METRIC_REPLAY_SAVED_COST,
+        unit=f"{{{CURRENCY}}}",  # an annotation: Prometheus names it ..._cost_total
+        description="Cost of model calls replayed instead of executed (issue 16)",
+    )
+)
+# (run id, attempt) -> the saved cost already counted: a summary holds the attempt's total so
+# far, the counter gets what is new since the attempt's previous graph call.
+_counted_saved: dict[tuple[str, int], float] = {}
+_counted_lock = threading.Lock()
+
+
+def _count_saved(provider: MeterProvider, summary: Mapping[str, Any]) -> None:
+    cost, run_id = summary.get("cost"), summary.get("run_id")
+    if not cost or not run_id:
+        return
+    key = (run_id, int(summary.get("attempt") or 0))
+    with _counted_lock:
+        delta = cost["saved"] - _counted_saved.get(key, 0.0)
+        if len(_counted_saved) >= 4096:
+            _counted_saved.clear()
+        _counted_saved[key] = cost["saved"]
+    if delta > 0:
+        attrs = {semconv.GEN_AI_AGENT_NAME: summary["name"], semconv.STRATEGY: summary["strategy"]}
+        _saved_counter(provider).add(delta, attrs)
 
 
 _logger: PerProvider[Any] = PerProvider(

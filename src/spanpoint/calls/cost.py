@@ -1,0 +1,198 @@
+"""What model calls cost: per call (span attributes) and per run (executed, replayed, saved).
+
+A call's cost is priced from the token usage its provider reported (``usage_metadata``) by
+``genai-prices``, the maintained price table the guard uses (extra ``spanpoint[guard]``),
+through the guard's own pricing (:func:`spanpoint.guard.budgets.cost_of`), so a budget and a
+span never disagree. Prices are in US dollars.
+
+A model the table does not know (a fake, a private deployment), or no price library
+installed, gets no amount: its span carries ``spanpoint.cost.unpriced=true`` and no
+``gen_ai.usage.cost.*``, and run totals count it under ``unpriced`` — never a guessed price.
+
+Run totals are read from the checkpoint store, so they are the same in the process that ran
+the run and in ``spanpoint show`` later: the *executed* model calls are the run's committed
+model-call checkpoints, the *replayed* ones are the journal's replayed model calls (each
+priced by the checkpoint it replayed). What replay saved is the replayed calls' cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from spanpoint import semconv, serde
+from spanpoint.guard.budgets import Usage, cost_of
+from spanpoint.guard.config import GuardConfig
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
+
+CURRENCY = "USD"
+
+_PRICING = GuardConfig()  # no custom prices: the library's table alone
+
+
+@dataclass(frozen=True, slots=True)
+class CallCost:
+    """Tokens and cost of one model call; ``amount`` is None when its model is not priced."""
+
+    input_tokens: int
+    output_tokens: int
+    amount: float | None
+    model: str | None
+    currency: str = CURRENCY
+
+
+def message_cost(message: AIMessage) -> CallCost | None:
+    """The cost of the call that produced ``message``; None when it reports no usage."""
+    usage = message.usage_metadata
+    if not usage:
+        return None
+    meta = message.response_metadata or {}
+    model = meta.get("model_name") or meta.get("model")
+    details = usage.get("input_token_details") or {}
+    priced = Usage(
+        int(usage.get("input_tokens") or 0),
+        int(usage.get("output_tokens") or 0),
+        int(details.get("cache_read") or 0),
+        False,
+        str(model) if model else None,
+        meta.get("model_provider"),
+    )
+    amount = cost_of(priced, _PRICING) if priced.model else None
+    return CallCost(priced.input_tokens, priced.output_tokens, amount, priced.model)
+
+
+def cost_attributes(message: AIMessage) -> dict[str, Any]:
+    """``gen_ai.usage.cost.*`` of a model call's span (or ``spanpoint.cost.unpriced``)."""
+    cost = message_cost(message)
+    if cost is None:
+        return {}
+    if cost.amount is None:
+        return {semconv.COST_UNPRICED: True}
+    return {
+        semconv.GEN_AI_USAGE_COST_AMOUNT: cost.amount,
+        semconv.GEN_AI_USAGE_COST_CURRENCY: cost.currency,
+    }
+
+
+def output_cost(output: Any) -> CallCost | None:
+    """The cost of a model call from its output (a ``ModelResponse``, its encoded form as
+    stored, or an ``AIMessage``): its last AI message's."""
+    messages: Iterable[Any]
+    if isinstance(output, Mapping):
+        messages = output.get("result") or [output.get("value")]
+    else:
+        messages = getattr(output, "result", None) or [output]
+    for message in reversed(list(messages)):
+        if isinstance(message, AIMessage):
+            return message_cost(message)
+    return None
+
+
+@dataclass(slots=True)
+class Totals:
+    """Model calls, their tokens and their priced cost (``unpriced``: calls with no price)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    unpriced: int = 0
+
+    def add(self, cost: CallCost | None) -> None:
+        """Count one model call."""
+        self.calls += 1
+        if cost is None:
+            self.unpriced += 1
+            return
+        self.input_tokens += cost.input_tokens
+        self.output_tokens += cost.output_tokens
+        if cost.amount is None:
+            self.unpriced += 1
+        else:
+            self.cost += cost.amount
+
+    @property
+    def tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+            "unpriced": self.unpriced,
+        }
+
+
+@dataclass(slots=True)
+class RunCost:
+    """Executed and replayed model calls of a run (or of one attempt), and what replay saved."""
+
+    executed: Totals = field(default_factory=Totals)
+    replayed: Totals = field(default_factory=Totals)
+    currency: str = CURRENCY
+
+    @property
+    def saved(self) -> float:
+        """The cost of the replayed calls: what they would have cost executed again."""
+        return self.replayed.cost
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (the run summary's ``cost``)."""
+        return {
+            "currency": self.currency,
+            "executed": self.executed.to_dict(),
+            "replayed": self.replayed.to_dict(),
+            "saved": self.saved,
+        }
+
+    def span_attributes(self) -> dict[str, Any]:
+        """The run root span's totals."""
+        return {
+            semconv.RUN_EXECUTED_COST: self.executed.cost,
+            semconv.RUN_EXECUTED_TOKENS: self.executed.tokens,
+            semconv.RUN_REPLAYED_TOKENS: self.replayed.tokens,
+            semconv.REPLAY_SAVED_COST: self.saved,
+            semconv.GEN_AI_USAGE_COST_CURRENCY: self.currency,
+        }
+
+
+def _checkpoint_cost(cp: Checkpoint) -> CallCost | None:
+    try:
+        return output_cost(serde.loads(cp.output_type, cp.output))
+    except Exception:  # an unreadable checkpoint is counted, unpriced, never a crash
+        return None
+
+
+def run_cost(
+    store: CheckpointStore,
+    run_id: str,
+    *,
+    attempt: int | None = None,
+    journal: Iterable[BoundaryRecord] | None = None,
+) -> RunCost:
+    """Totals of ``run_id`` (of one ``attempt`` when given) from ``store``.
+
+    ``journal``: the replayed boundaries when they are not in the store yet (the run is still
+    open: its journal is written when it ends); else the store's journal is read.
+    """
+    checkpoints = {cp.key: cp for cp in store.list_checkpoints(run_id)}
+    totals = RunCost()
+    for cp in checkpoints.values():
+        if cp.kind == semconv.KIND_MODEL_CALL and attempt in (None, cp.attempt):
+            totals.executed.add(_checkpoint_cost(cp))
+    records = store.list_journal(run_id) if journal is None else journal
+    for record in records:
+        if record.kind != semconv.KIND_MODEL_CALL or record.status != "replayed":
+            continue
+        if attempt not in (None, record.attempt):
+            continue
+        found = checkpoints.get(record.key)
+        totals.replayed.add(_checkpoint_cost(found) if found is not None else None)
+    return totals

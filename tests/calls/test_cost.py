@@ -1,0 +1,115 @@
+"""What model calls cost (issue 16): span attributes from the price table, run totals, saved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from genai_prices import Usage as PricedUsage
+from genai_prices import calc_price
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+
+import spanpoint
+from fakes import ConversationModel
+from spanpoint import semconv
+from spanpoint.calls.cost import run_cost
+
+PLAN = [[{"name": "lookup_ticket", "args": {"ticket_id": 7}}]]
+REQUEST = {"messages": [{"role": "user", "content": "What about ticket 7?"}]}
+
+
+@tool
+def lookup_ticket(ticket_id: int) -> str:
+    """Look up a support ticket."""
+    return f"ticket {ticket_id}: printer out of toner"
+
+
+def make_runner(model_name: str) -> spanpoint.GraphRunner:
+    agent = create_agent(
+        ConversationModel(plan=PLAN, model_name=model_name),
+        [lookup_ticket],
+        system_prompt="You are a support agent.",
+        middleware=[spanpoint.CheckpointMiddleware()],
+    )
+    return spanpoint.GraphRunner(agent, name="support", strategy="calls")
+
+
+def table_price(span: Any) -> float:
+    """What genai-prices itself says the span's reported usage costs."""
+    usage = PricedUsage(
+        input_tokens=span.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS],
+        output_tokens=span.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS],
+    )
+    return float(calc_price(usage, "gpt-4o").total_price)
+
+
+def test_cost_attributes_equal_the_price_table_for_a_known_model(configured: Any) -> None:
+    with spanpoint.run("cost-1"):
+        make_runner("gpt-4o").invoke(REQUEST, thread_id="t-1")
+    chats = configured.spans("chat")
+    assert len(chats) == 2
+    for span in chats:
+        amount = span.attributes[semconv.GEN_AI_USAGE_COST_AMOUNT]
+        assert amount == pytest.approx(table_price(span), rel=1e-9) and amount > 0
+        assert span.attributes[semconv.GEN_AI_USAGE_COST_CURRENCY] == "USD"
+        assert semconv.COST_UNPRICED not in span.attributes
+
+
+def test_an_unknown_model_gets_no_cost_and_is_counted_unpriced(configured: Any) -> None:
+    with spanpoint.run("cost-2"):
+        make_runner("fake-chat").invoke(REQUEST, thread_id="t-2")
+    for span in configured.spans("chat"):
+        assert semconv.GEN_AI_USAGE_COST_AMOUNT not in span.attributes
+        assert span.attributes[semconv.COST_UNPRICED] is True
+    totals = run_cost(configured.store, "cost-2")
+    assert totals.executed.calls == 2 and totals.executed.unpriced == 2
+    assert totals.executed.cost == 0.0 and totals.executed.tokens > 0
+
+
+def test_a_replayed_run_saved_what_the_original_cost(configured_sqlite: Any) -> None:
+    telemetry = configured_sqlite
+    runner = make_runner("gpt-4o")
+    with spanpoint.run("cost-3"):
+        first = runner.invoke(REQUEST, thread_id="t-3")
+    original = sum(s.attributes[semconv.GEN_AI_USAGE_COST_AMOUNT] for s in telemetry.spans("chat"))
+    assert original > 0
+    telemetry.clear()
+    with spanpoint.run("cost-3"):
+        again = runner.invoke(REQUEST, thread_id="t-3")
+    assert again.output["messages"][-1].content == first.output["messages"][-1].content
+    chats = telemetry.spans("chat")
+    assert chats and all(s.attributes[semconv.REPLAYED] for s in chats)
+    (root,) = telemetry.runs()
+    assert root.attributes[semconv.REPLAY_SAVED_COST] == pytest.approx(original, rel=1e-9)
+    assert root.attributes[semconv.RUN_EXECUTED_COST] == 0.0
+
+    totals = run_cost(telemetry.store, "cost-3")
+    assert totals.executed.cost == pytest.approx(original, rel=1e-9)
+    assert totals.saved == pytest.approx(original, rel=1e-9)
+    assert totals.replayed.tokens == totals.executed.tokens > 0
+
+
+def test_the_saved_cost_metric_counts_each_attempts_total_once() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from spanpoint.graph.summary import _count_saved
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    base = {"run_id": "saved-1", "attempt": 2, "name": "support", "strategy": "calls"}
+    # Two graph calls of one attempt: each summary holds the attempt's total so far.
+    _count_saved(provider, {**base, "cost": {"saved": 0.5}})
+    _count_saved(provider, {**base, "cost": {"saved": 0.75}})
+    data = reader.get_metrics_data()
+    points = [
+        point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == semconv.METRIC_REPLAY_SAVED_COST
+        for point in metric.data.data_points
+    ]
+    assert [p.value for p in points] == [pytest.approx(0.75)]
+    assert points[0].attributes[semconv.GEN_AI_AGENT_NAME] == "support"
