@@ -23,7 +23,8 @@ def test_guard_events_on_the_graph_call_span(configured: Any, tools: Tools) -> N
     runner = spanpoint.GraphRunner(agent, name="researcher")
     result = runner.invoke({"messages": [("user", "q")]}, thread_id="t1")
 
-    assert result.status == "completed"  # a guard stop is a clean end, not a failure
+    # A guard stop is a clean end, not a failure, and not a completed task (issue 15 item 7).
+    assert result.status == "stopped"
     assert kinds(result.output["messages"])[-2:] == ["skipped", "stop"]
     report = GuardReport.from_state(result.output, thread_id=result.thread_id)
     assert report is not None and report.termination["reason"] == "tool_repeat"

@@ -39,10 +39,7 @@ def inspect_graph(
     """Classify ``graph`` and check its durability; raises before the graph ever runs."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    metadata = (getattr(graph, "config", None) or {}).get("metadata") or {}
-    is_agent = kind == "agent" or (
-        kind is None and metadata.get("ls_integration") == "langchain_create_agent"
-    )
+    is_agent = kind == "agent" or (kind is None and looks_like_agent(graph))
     saver = getattr(graph, "checkpointer", None)
     has_saver = isinstance(saver, BaseCheckpointSaver)
     warnings: list[str] = []
@@ -78,6 +75,31 @@ def inspect_graph(
         has_state=has_saver and callable(getattr(graph, "get_state", None)),
         warnings=tuple(warnings),
         calls_summary=middleware is None or middleware.policy.summary,
+    )
+
+
+#: ``ls_integration`` values of harnesses built on ``create_agent`` (Deep Agents replaces
+#: create_agent's own value when it wraps the graph, langchain 1.5 / deepagents 0.7).
+AGENT_INTEGRATIONS = frozenset({"langchain_create_agent", "deepagents"})
+
+
+def agent_metadata(graph: Any) -> Mapping[str, Any]:
+    """The metadata a graph was configured with (``with_config``, ``create_agent``)."""
+    config = getattr(graph, "config", None)
+    metadata = config.get("metadata") if isinstance(config, Mapping) else None
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def looks_like_agent(graph: Any) -> bool:
+    """Whether ``graph`` is an agent: ``create_agent`` or a harness built on it.
+
+    Recognised by the metadata ``create_agent`` and Deep Agents set (``ls_integration``,
+    ``lc_agent_name``). Not by shape: a hand-built graph with ``model`` and ``tools`` nodes
+    stays the workflow its author built (``kind="agent"`` says otherwise).
+    """
+    metadata = agent_metadata(graph)
+    return bool(
+        metadata.get("ls_integration") in AGENT_INTEGRATIONS or metadata.get("lc_agent_name")
     )
 
 
@@ -135,35 +157,60 @@ def find_checkpoint_middleware(graph: Any) -> Any:
     """The ``CheckpointMiddleware`` a ``create_agent`` graph was built with, or None.
 
     Middleware that only wraps model/tool calls adds no graph node: it lives in the closures
-    of the ``model`` and ``tools`` nodes, so those are searched (a few levels deep).
+    of the ``model`` and ``tools`` nodes, so those are searched (a few levels deep). A node
+    that is itself a graph, or a closure holding one (a supervisor's members, a swarm's
+    agents, a Deep Agents sub-agent), is searched the same way: the first agent found with
+    the middleware answers.
     """
     try:
         # For import time: the middleware loads langchain.agents (over a second).
         from spanpoint.calls.middleware import CheckpointMiddleware
     except ImportError:
         return None
-    nodes = getattr(graph, "nodes", None) or {}
-    seen: set[int] = set()
+    return _search_graph(graph, CheckpointMiddleware, set())
+
+
+def _search_graph(graph: Any, cls: type, graphs: set[int]) -> Any:
+    """Search each node of ``graph`` with a visited set of its own.
+
+    One visited set shared across nodes made a node's search stop where an earlier node had
+    only passed by at the depth limit (issue 15 item 6: the false "no CheckpointMiddleware"
+    warning). ``graphs`` holds the graphs already searched, so graphs that hold each other
+    end the search.
+    """
+    if id(graph) in graphs:
+        return None
+    graphs.add(id(graph))
+    nodes = getattr(graph, "nodes", None)
+    if not isinstance(nodes, Mapping):
+        return None
     for node in nodes.values():
-        found = _find(getattr(node, "bound", node), CheckpointMiddleware, seen, 0)
+        found = _find(getattr(node, "bound", node), cls, set(), 0, graphs)
         if found is not None:
             return found
     return None
 
+
+def _is_graph(obj: Any) -> bool:
+    """A compiled LangGraph graph (nodes and channels), without importing Pregel."""
+    return isinstance(getattr(obj, "nodes", None), Mapping) and hasattr(obj, "channels")
 
 def has_checkpoint_middleware(graph: Any) -> bool:
     """Whether a ``create_agent`` graph was built with spanpoint's ``CheckpointMiddleware``."""
     return find_checkpoint_middleware(graph) is not None
 
 
-def _find(obj: Any, cls: type, seen: set[int], depth: int) -> Any:
+def _find(obj: Any, cls: type, seen: set[int], depth: int, graphs: set[int]) -> Any:
     """``obj`` if it is an instance of ``cls``, else the first one reached through closures,
-    bound methods, ``func``/``afunc`` attributes, sequences or instance attributes."""
+    bound methods, ``func``/``afunc`` attributes, sequences, mapping values, instance
+    attributes or the nodes of a graph reached on the way."""
     if isinstance(obj, cls):
         return obj
     if depth > 6 or id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float):
         return None
     seen.add(id(obj))
+    if _is_graph(obj):
+        return _search_graph(obj, cls, graphs)
     children: list[Any] = [getattr(obj, "__self__", None)]
     children.extend(getattr(obj, attr, None) for attr in ("func", "afunc", "__wrapped__"))
     for cell in getattr(obj, "__closure__", None) or ():
@@ -173,10 +220,12 @@ def _find(obj: Any, cls: type, seen: set[int], depth: int) -> Any:
             continue
     if isinstance(obj, list | tuple):
         children.extend(obj)
+    elif isinstance(obj, dict):
+        children.extend(obj.values())
     elif not isinstance(obj, type) and isinstance(getattr(obj, "__dict__", None), dict):
         children.extend(vars(obj).values())
     for child in children:
-        found = _find(child, cls, seen, depth + 1)
+        found = _find(child, cls, seen, depth + 1, graphs)
         if found is not None:
             return found
     return None

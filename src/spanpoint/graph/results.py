@@ -18,8 +18,9 @@ from langchain_core.messages import BaseMessage
 from langgraph.types import GraphOutput, Interrupt, StateSnapshot
 
 from spanpoint import semconv
+from spanpoint.guard.state import TERMINATED_KEY
 
-RunStatus = Literal["completed", "interrupted", "failed"]
+RunStatus = Literal["completed", "interrupted", "stopped", "failed"]
 
 #: Version of the encoded form; a different version is not decoded (the call executes).
 ENCODING_VERSION = 1
@@ -52,8 +53,10 @@ class RunResult:
     """The typed result of one graph call.
 
     Attributes:
-        status: ``completed``, ``interrupted`` (waiting for a resume), or ``failed`` (only in
-            run summaries: a failed call re-raises the graph's exception).
+        status: ``completed``, ``interrupted`` (waiting for a resume), ``stopped`` (the
+            guard ended the run: ``guard_terminated`` in the output; resume it with
+            ``spanpoint.guard``'s explicit resume), or ``failed`` (only in run summaries: a
+            failed call re-raises the graph's exception).
         output: what the graph returned, unchanged (including ``__interrupt__``).
         thread_id: the LangGraph thread of the call.
         latest_checkpoint_id / checkpoint_ns: LangGraph's latest checkpoint after the call
@@ -97,6 +100,17 @@ class RunResult:
 
 
 # --- building a result ----------------------------------------------------------------------
+
+
+def guard_stopped(output: Any) -> bool:
+    """Whether the guard stopped the call: its state says ``guard_terminated``.
+
+    A stopped run did not complete its task, and a viewer must not count it as done
+    (issue 15 item 7): it has its own status in the result, the summary, the metrics, the
+    run span and ``spanpoint show``.
+    """
+    values = output.value if isinstance(output, GraphOutput) else output
+    return isinstance(values, Mapping) and values.get(TERMINATED_KEY) is True
 
 
 def output_interrupts(output: Any) -> list[Interrupt]:
@@ -159,6 +173,8 @@ def build_result(
         checkpoint_ns = configurable.get("checkpoint_ns", "")
     interrupts = tuple(dataclasses.replace(info, index=n) for n, info in enumerate(by_id.values()))
     status: RunStatus = "interrupted" if interrupts or next_nodes else "completed"
+    if status == "completed" and guard_stopped(output):
+        status = "stopped"
     pending: dict[str, Any] = {}
     if status == "interrupted":
         pending = {

@@ -182,6 +182,13 @@ def call_attributes(meta: GraphMeta, config: Any, *, nested: bool) -> tuple[dict
     from spanpoint.graph.inspect import graph_call_attributes  # for import time (see GraphMeta)
 
     thread_id = configurable.get("thread_id")
+    if thread_id is None and nested:
+        # A sub-agent invoked with a config of its own (Deep Agents' ``task`` passes only
+        # ``ls_agent_type``) still runs in its parent's conversation (issue 15 item 5).
+        from langchain_core.runnables.config import var_child_runnable_config
+
+        parent = var_child_runnable_config.get()
+        thread_id = ((parent or {}).get("configurable") or {}).get("thread_id")
     attrs = graph_call_attributes(
         meta.info,
         meta.name,
