@@ -13,6 +13,14 @@ experimental) are not listed here.
   checked on opentelemetry-sdk 1.45.2;
 - ``RunnableCallable`` (``langgraph._internal._runnable``), ``ChannelWrite`` and
   ``ChannelWriteTupleEntry`` (``langgraph.pregel._write``): checked on langgraph 1.2.24.
+- the task keys of a LangGraph config's ``configurable`` (``CONFIG_KEY_RUNTIME``,
+  ``CONFIG_KEY_CHECKPOINTER``, ``CONFIG_KEY_TASK_ID``, ``CONFIG_KEY_SEND``,
+  ``CONFIG_KEY_READ``, from
+  ``langgraph._internal._constants``) and the ``langgraph_step``/``langgraph_path`` metadata
+  keys: checked on langgraph 1.2.24;
+- :func:`injected_arg_keys`: ``BaseTool._injected_args_keys``, and the seams
+  ``BaseChatModel._generate_with_cache``/``_agenerate_with_cache``: checked on
+  langchain-core 1.8.3.
 
 The LangGraph names are loaded on first use (PEP 562): only the guard's graph adapter needs
 them, and LangGraph's runtime costs import time.
@@ -32,11 +40,19 @@ if TYPE_CHECKING:
     from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
 
 __all__ = [
+    "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_READ",
+    "CONFIG_KEY_RUNTIME",
+    "CONFIG_KEY_SEND",
+    "CONFIG_KEY_TASK_ID",
+    "METADATA_PATH",
+    "METADATA_STEP",
     "ChannelWrite",
     "ChannelWriteTupleEntry",
     "RunnableCallable",
     "gen_ai_attributes",
     "gen_ai_metrics",
+    "injected_arg_keys",
     "sampler_from_env",
     "span_attribute_dict",
 ]
@@ -51,6 +67,26 @@ def span_attribute_dict(span: Any) -> dict[str, Any] | None:
     """
     found = getattr(getattr(span, "_attributes", None), "_dict", None)
     return found if type(found) is dict else None
+
+
+#: LangGraph's private configurable keys (langgraph._internal._constants, langgraph 1.2.24).
+CONFIG_KEY_RUNTIME = "__pregel_runtime"
+CONFIG_KEY_CHECKPOINTER = "__pregel_checkpointer"
+CONFIG_KEY_TASK_ID = "__pregel_task_id"
+CONFIG_KEY_SEND = "__pregel_send"
+CONFIG_KEY_READ = "__pregel_read"
+METADATA_STEP = "langgraph_step"
+METADATA_PATH = "langgraph_path"
+
+
+def injected_arg_keys(tool: Any) -> frozenset[str]:
+    """The argument names LangChain injects into ``tool`` (state, store, runtime, call id):
+    never part of a call's identity. Empty when the private property is gone."""
+    try:
+        keys = tool._injected_args_keys
+    except Exception:
+        return frozenset()
+    return keys if isinstance(keys, frozenset) else frozenset(keys or ())
 
 
 _LANGGRAPH = {

@@ -27,6 +27,15 @@ class SerializationError(SpanpointError):
     """A boundary output cannot be serialized (raised only with ``strict=True``)."""
 
 
+class NotReplayable(SerializationError):
+    """A call's result cannot be replayed exactly, so it is not committed (or not replayed).
+
+    Raised by ``spanpoint.calls.results`` when a tool's result embeds messages whose ids
+    cannot be re-bound to the current run's, or a stored result no longer matches the
+    current input. The boundary then warns and executes again: never a lossy replay.
+    """
+
+
 class StoreError(SpanpointError):
     """The checkpoint store failed. The message names the store and the operation."""
 
