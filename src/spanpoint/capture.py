@@ -37,12 +37,14 @@ import itertools
 import json
 import os
 import re
+import sys
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.messages import BaseMessage
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
 
 from spanpoint.errors import ConfigurationError
 
@@ -200,6 +202,21 @@ _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\b|[^A-Za-z])|[A-Z]?[a-z]+|[0-9]+")
 
 _TRUE = {"1", "true", "yes", "on"}
 _SCALARS = frozenset({bool, int, float})
+
+#: LangChain's BaseMessage once its module is loaded. For import time, capture does not import
+#: LangChain (every spanpoint import reaches this module, the CLI too: issue 18): a value can
+#: only be a message if LangChain's message module was imported, so until then none is.
+_MESSAGE_CLASS: list[type] = []
+
+
+def _is_message(value: Any) -> bool:
+    if not _MESSAGE_CLASS:
+        module = sys.modules.get("langchain_core.messages.base")
+        cls = getattr(module, "BaseMessage", None) if module is not None else None
+        if not isinstance(cls, type):
+            return False
+        _MESSAGE_CLASS.append(cls)
+    return isinstance(value, _MESSAGE_CLASS[0])
 
 
 def key_words(key: str) -> list[str]:
@@ -366,7 +383,7 @@ class CapturePolicy:
         seen = seen | {id(value)}
         if kind is dict:  # not a message; isinstance against pydantic's ABC meta is slow
             return self._walk_mapping(value, depth, seen)
-        if isinstance(value, BaseMessage):
+        if _is_message(value):
             return self.message_view(value)
         if isinstance(value, Mapping):
             return self._walk_mapping(value, depth, seen)

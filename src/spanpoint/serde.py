@@ -23,19 +23,17 @@ import enum
 import hashlib
 import importlib
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import PurePath
 from types import BuiltinFunctionType, FunctionType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import ormsgpack
-from langchain_core.messages import BaseMessage
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from pydantic import BaseModel, ValidationError
 
 from spanpoint import _json
 from spanpoint.errors import (
@@ -45,7 +43,57 @@ from spanpoint.errors import (
     UntrustedCheckpointError,
 )
 
-_SERDE = JsonPlusSerializer(pickle_fallback=False)
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from pydantic import BaseModel
+
+# For import time: LangGraph's serializer, LangChain's messages and pydantic are not imported
+# with this module (every spanpoint import reaches it, the CLI too: issue 18 wants its
+# commands free of LangChain and LangGraph). The writer is built at the first dumps; the
+# classes are looked up only once their modules are loaded (_loaded_class).
+_SERDE: JsonPlusSerializer | None = None
+
+
+def _writer() -> JsonPlusSerializer:
+    global _SERDE
+    if _SERDE is None:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # for import time
+
+        _SERDE = JsonPlusSerializer(pickle_fallback=False)
+    return _SERDE
+
+
+#: module -> class, once that module is imported (see _loaded_class).
+_CLASSES: dict[str, type] = {}
+
+
+def _loaded_class(module: str, name: str) -> type | None:
+    """``module.name`` if that module is already imported, else None.
+
+    A value can only be an instance of a class whose module was imported, so ``isinstance``
+    against a class that is not loaded yet is False without importing anything: fingerprints
+    need not import LangChain or pydantic to tell that a value is neither.
+    """
+    cls = _CLASSES.get(module)
+    if cls is None:
+        loaded = sys.modules.get(module)
+        cls = getattr(loaded, name, None) if loaded is not None else None
+        if not isinstance(cls, type):
+            return None  # not imported, or still being imported
+        _CLASSES[module] = cls
+    return cls
+
+
+def _is_message(value: Any) -> bool:
+    cls = _loaded_class("langchain_core.messages.base", "BaseMessage")
+    return cls is not None and isinstance(value, cls)
+
+
+def _is_model(value: Any) -> bool:
+    cls = _loaded_class("pydantic.main", "BaseModel")
+    return cls is not None and isinstance(value, cls)
+
 
 #: Fields of a LangChain message that identify its content. ``id`` (assigned at run time),
 #: ``response_metadata`` (timestamps, request ids) and ``usage_metadata`` are not part of it.
@@ -216,7 +264,11 @@ class _Reviver:
             return target(**args)
         try:
             return target(**args)
-        except ValidationError:
+        except Exception as exc:
+            from pydantic import ValidationError  # loaded already: target is a pydantic model
+
+            if not isinstance(exc, ValidationError):
+                raise
             # The writer dumped this model; if its validators reject their own output, keep
             # exactly the stored fields rather than lose the value (LangGraph does the same).
             build = target.model_construct if code == _EXT_PYDANTIC_V2 else target.construct
@@ -272,7 +324,7 @@ def dumps(value: Any) -> tuple[str, bytes]:
     """Serialize ``value`` to ``(type tag, bytes)``; :class:`SerializationError` if impossible,
     or if it would not read back exactly (then the output is not committed)."""
     try:
-        tag, data = _SERDE.dumps_typed(value)
+        tag, data = _writer().dumps_typed(value)
     except Exception as exc:  # ormsgpack raises its own types, and TypeError for cycles
         raise SerializationError(
             f"cannot serialize a {type(value).__name__} output: {exc}. Return JSON-like data, "
@@ -307,7 +359,7 @@ def _has_lone_surrogate(value: Any, depth: int) -> bool:
         )
     if isinstance(value, list | tuple | set | frozenset | deque):
         return any(_has_lone_surrogate(v, depth) for v in value)
-    if isinstance(value, BaseModel):
+    if _is_model(value):
         return _has_lone_surrogate(value.model_dump(), depth)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return any(
@@ -357,7 +409,7 @@ def _canon(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
         return _canon_items(value, depth + 1, (*seen, ident))
     if cls is tuple:
         return {"__tuple__": _canon_items(value, depth + 1, (*seen, ident))}
-    if isinstance(value, BaseMessage):
+    if _is_message(value):
         return _canonical_message(value, depth + 1, (*seen, ident))
     return _canon_other(value, cls, depth + 1, (*seen, ident))
 
@@ -418,7 +470,7 @@ def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> An
     if isinstance(value, str | int | float):  # a subclass: its type and its value
         base = str if isinstance(value, str) else int if isinstance(value, int) else float
         return {"__sub__": [_qualified(cls), base(value)]}
-    if isinstance(value, BaseModel):
+    if _is_model(value):
         return {"__model__": [_qualified(cls), _canon_map(_model_state(value), depth, seen)]}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}

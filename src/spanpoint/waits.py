@@ -21,7 +21,6 @@ from typing import Any
 from spanpoint import semconv
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError, RunWaiting, WaitInsideBoundaryError
-from spanpoint.events import add_bounded_event
 from spanpoint.run import current_frame, require_run, validate_run_id
 from spanpoint.stores import open_store
 from spanpoint.stores.base import CheckpointStore, WaitRecord
@@ -67,6 +66,10 @@ def wait_for_input(
         raise RunWaiting(scope.run_id, name, question)
     value = json.loads(record.value_json)
     if scope.span is not None:
+        # For import time: events imports LangChain's callbacks, and `spanpoint input`
+        # (provide_input, in this module) must not (issue 18).
+        from spanpoint.events import add_bounded_event
+
         add_bounded_event(semconv.EVENT_WAIT_RESOLVED, {semconv.WAIT_NAME: name}, span=scope.span)
     return value
 
