@@ -138,6 +138,15 @@ GRAPH_INPUT: Final = "spanpoint.graph.input"
 GRAPH_INTERRUPT_VALUES: Final = "spanpoint.graph.interrupt.values"
 STREAM_CLOSED_EARLY: Final = "spanpoint.stream.closed_early"
 
+# Rerun with a durable checkpointer (spanpoint.graph.rerun, issue 15 item 4). What a rerun
+# graph call did with the thread its earlier attempt left: "continued" (invoke(None) from the
+# latest checkpoint) or "returned" (the call had ended: its state, nothing executed).
+GRAPH_RERUN: Final = "spanpoint.graph.rerun"
+# LangGraph checkpoint metadata keys (config["metadata"] lands in every checkpoint's
+# metadata). No dots: SqliteSaver's metadata filter reads a dot as a JSON path step.
+CHECKPOINT_META_RUN_ID: Final = "spanpoint_run_id"
+CHECKPOINT_META_CALL_KEY: Final = "spanpoint_call_key"
+
 # Durable waits (spanpoint.waits).
 WAIT_NAME: Final = "spanpoint.wait.name"
 EVENT_WAIT_RESOLVED: Final = "spanpoint.wait.resolved"

@@ -40,7 +40,7 @@ from spanpoint.instrumentation.graph_spans import (
     end_graph_span,
     mark_paused,
 )
-from spanpoint.run import current_run
+from spanpoint.run import current_frame, current_run
 from spanpoint.spans import fail_span
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -270,6 +270,85 @@ def _durable_spec(meta: GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
     return spec
 
 
+def _rerun_target(
+    meta: GraphMeta,
+    parent: ActiveGraphCall | None,
+    options: PatchOptions,
+    args: Any,
+    kwargs: Any,
+) -> tuple[Any, str | None] | None:
+    """(run, key) of an outermost graph call inside a run on a thread with a checkpointer,
+    which a rerun may continue (spanpoint.graph.rerun); None for any other call. The key is
+    None under ``graph_call``: the boundary's own, read inside it."""
+    if parent is not None or not meta.info.has_state:
+        return None
+    scope = current_run()
+    if scope is None:
+        return None
+    if options.strategy == "graph_call":
+        return scope, None
+    from spanpoint.graph import rerun  # for import time: loaded by the first call in a run
+
+    identity = _identity(args, kwargs, config_of(args, kwargs))
+    return scope, rerun.identity_key(scope, meta.name, identity)
+
+
+def _boundary_key(scope: Any, key: str | None) -> str:
+    if key is not None:
+        return key
+    frame = current_frame()  # the graph call's boundary frame
+    return frame.identity if frame is not None and frame is not scope.root else ""
+
+
+def _rerunning(
+    wrapped: Callable[..., Any],
+    graph: Any,
+    meta: GraphMeta,
+    parent: ActiveGraphCall | None,
+    options: PatchOptions,
+    args: Any,
+    kwargs: Any,
+) -> Callable[..., Any]:
+    """``wrapped``, or for a call a rerun may continue, ``wrapped`` through
+    ``spanpoint.graph.rerun.invoke_rerunning`` (issue 15 item 4)."""
+    target = _rerun_target(meta, parent, options, args, kwargs)
+    if target is None:
+        return wrapped
+    from spanpoint.graph import rerun  # for import time (see _rerun_target)
+
+    def body(*a: Any, **kw: Any) -> Any:
+        key = _boundary_key(target[0], target[1])
+        if not key:
+            return wrapped(*a, **kw)
+        return rerun.invoke_rerunning(wrapped, graph, a, kw, target[0], key)
+
+    return body
+
+
+def _arerunning(
+    wrapped: Callable[..., Any],
+    graph: Any,
+    meta: GraphMeta,
+    parent: ActiveGraphCall | None,
+    options: PatchOptions,
+    args: Any,
+    kwargs: Any,
+) -> Callable[..., Any]:
+    """The async form of :func:`_rerunning` (``Pregel.ainvoke``)."""
+    target = _rerun_target(meta, parent, options, args, kwargs)
+    if target is None:
+        return wrapped
+    from spanpoint.graph import rerun  # for import time (see _rerun_target)
+
+    async def body(*a: Any, **kw: Any) -> Any:
+        key = _boundary_key(target[0], target[1])
+        if not key:
+            return await wrapped(*a, **kw)
+        return await rerun.ainvoke_rerunning(wrapped, graph, a, kw, target[0], key)
+
+    return body
+
+
 def _owning(graph_call: ActiveGraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
     """``wrapped``, noting the span current when it runs (the graph call's own span)."""
 
@@ -335,14 +414,15 @@ def graph_invoke(options: PatchOptions, switch: Any = On) -> Wrapper:
                 graph_call.span = adopted
                 return wrapped(*args, **kwargs)
             meta = graphs.meta(instance)
+            body = _rerunning(wrapped, instance, meta, parent, options, args, kwargs)
             if _durable(options, parent):
                 spec = _durable_spec(meta, args, kwargs)
-                return span_call(spec, _owning(graph_call, wrapped), *args, **kwargs)
+                return span_call(spec, _owning(graph_call, body), *args, **kwargs)
             span, thread_id, attached = _open_call_span(
                 meta, graph_call, ctx, args, kwargs, nested=parent is not None
             )
             try:
-                output = wrapped(*args, **kwargs)
+                output = body(*args, **kwargs)
             except BaseException as exc:
                 fail_span(span, exc)
                 raise
@@ -373,14 +453,15 @@ def graph_ainvoke(options: PatchOptions, switch: Any = On) -> Wrapper:
                 graph_call.span = adopted
                 return await wrapped(*args, **kwargs)
             meta = graphs.meta(instance)
+            body = _arerunning(wrapped, instance, meta, parent, options, args, kwargs)
             if _durable(options, parent):
                 spec = _durable_spec(meta, args, kwargs)
-                return await aspan_call(spec, _aowning(graph_call, wrapped), *args, **kwargs)
+                return await aspan_call(spec, _aowning(graph_call, body), *args, **kwargs)
             span, thread_id, attached = _open_call_span(
                 meta, graph_call, ctx, args, kwargs, nested=parent is not None
             )
             try:
-                output = await wrapped(*args, **kwargs)
+                output = await body(*args, **kwargs)
             except BaseException as exc:
                 fail_span(span, exc)
                 raise
