@@ -15,7 +15,7 @@ import itertools
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -47,12 +47,29 @@ class Frame:
     into their keys, so two calls of the same parent never share their children's keys.
     """
 
-    __slots__ = ("_counters", "identity", "path", "span_id")
+    __slots__ = ("_counters", "anchor", "identity", "kind", "path", "span_id", "task")
 
-    def __init__(self, path: str, identity: str, span_id: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        identity: str,
+        span_id: str | None = None,
+        *,
+        kind: str | None = None,
+        task: object = None,
+        anchor: str | None = None,
+    ) -> None:
         self.path = path
         self.identity = identity
+        #: The identity that framework task frames opened beneath it anchor on: its own,
+        #: unless it is a graph call (a resume is another graph call of the same tasks).
+        self.anchor = identity if anchor is None else anchor
         self.span_id = span_id
+        #: The boundary kind that opened this frame (None for a run root or a task frame).
+        self.kind = kind
+        #: The token of the framework task execution this frame belongs to (see
+        #: :func:`register_parent_provider`), None outside any task.
+        self.task = task
         self._counters: dict[tuple[str, str], Iterator[int]] = {}
 
     def next_ordinal(self, name: str, fingerprint: str) -> int:
@@ -168,6 +185,35 @@ def current_frame() -> Frame | None:
         return frame
     scope = _RUN.get()
     return scope.root if scope is not None else None
+
+
+#: (the active run or None, the innermost frame or None) -> (scope, parent frame) for a new
+#: boundary, or None to keep the default (the active run and its innermost frame).
+ParentProvider = Callable[[RunScope | None, Frame | None], tuple[RunScope, Frame] | None]
+_PARENT_PROVIDER: list[ParentProvider | None] = [None]
+
+
+def register_parent_provider(provider: ParentProvider | None) -> None:
+    """Install the hook that gives a boundary its scope and parent frame (None removes it).
+
+    The engine knows nothing of frameworks: ``spanpoint.calls.tasks`` registers a provider
+    that anchors a boundary opened inside a LangGraph task on that task's own identity, so
+    that a task LangGraph executes again (a resume, a retry) finds its calls again.
+    """
+    _PARENT_PROVIDER[0] = provider
+
+
+def boundary_parent(scope: RunScope | None) -> tuple[RunScope | None, Frame | None]:
+    """The scope and parent frame of a boundary opened now (hot path: one call per boundary)."""
+    frame = _FRAME.get()
+    if frame is None and scope is not None:
+        frame = scope.root
+    provider = _PARENT_PROVIDER[0]
+    if provider is not None:
+        found = provider(scope, frame)
+        if found is not None:
+            return found
+    return scope, frame
 
 
 def push_frame(frame: Frame) -> Token[Frame | None]:

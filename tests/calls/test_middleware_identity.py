@@ -48,8 +48,33 @@ def test_run_time_ids_do_not_change_a_model_call_fingerprint() -> None:
     renamed = conversation()
     renamed[0].id, renamed[1].id, renamed[2].id = "x", "y", "z"
     renamed[1].tool_calls[0]["id"] = "other-call-id"  # the model's ids change on every call
-    renamed[2].tool_call_id = "c-1"
+    renamed[2].tool_call_id = "other-call-id"  # and the result answers the new id
     assert fingerprint(renamed) == fingerprint()
+
+
+def test_tool_call_ids_count_by_position_never_by_value() -> None:
+    """Issue 15 item 8: ids minted outside a boundary (uuid4 hand-backs, provider ids) change
+    on every attempt; which result answers which call is what identifies the conversation."""
+    two = [
+        HumanMessage("find 1 and 2"),
+        AIMessage(
+            "",
+            tool_calls=[
+                {"name": "lookup", "args": {"n": 1}, "id": "a"},
+                {"name": "lookup", "args": {"n": 2}, "id": "b"},
+            ],
+        ),
+        ToolMessage("one", tool_call_id="a"),
+        ToolMessage("two", tool_call_id="b"),
+    ]
+    base = fingerprint(two)
+    renamed = [m.model_copy(deep=True) for m in two]
+    renamed[1].tool_calls[0]["id"], renamed[1].tool_calls[1]["id"] = "x1", "x2"
+    renamed[2].tool_call_id, renamed[3].tool_call_id = "x1", "x2"
+    assert fingerprint(renamed) == base  # new values, same positions
+    crossed = [m.model_copy(deep=True) for m in two]
+    crossed[2].tool_call_id, crossed[3].tool_call_id = "b", "a"  # results answer the other call
+    assert fingerprint(crossed) != base
 
 
 def test_every_part_of_the_request_changes_a_model_call_fingerprint() -> None:
@@ -82,14 +107,20 @@ def test_a_message_changed_in_place_is_hashed_again() -> None:
     assert fingerprint(messages) != before
 
 
-def test_tool_call_fingerprint_covers_name_arguments_and_call_id() -> None:
-    base = tool_call_fingerprint("lookup", {"n": 1, "q": "a"}, "c-1")
-    assert tool_call_fingerprint("lookup", {"q": "a", "n": 1}, "c-1") == base  # key order
+def test_tool_call_fingerprint_covers_name_arguments_and_definition_not_call_id() -> None:
+    base = tool_call_fingerprint("lookup", {"n": 1, "q": "a"}, lookup)
+    assert tool_call_fingerprint("lookup", {"q": "a", "n": 1}, lookup) == base  # key order
+
+    @tool
+    def changed(n: int, q: str) -> str:
+        """Look up an item, differently."""
+        return q
+
     others = {
-        tool_call_fingerprint("search", {"n": 1, "q": "a"}, "c-1"),
-        tool_call_fingerprint("lookup", {"n": 2, "q": "a"}, "c-1"),
-        tool_call_fingerprint("lookup", {"n": 1, "q": "a"}, "c-2"),
-        tool_call_fingerprint("lookup", {1: "mixed", "n": 1}, "c-1"),  # unsortable keys
+        tool_call_fingerprint("search", {"n": 1, "q": "a"}, lookup),
+        tool_call_fingerprint("lookup", {"n": 2, "q": "a"}, lookup),
+        tool_call_fingerprint("lookup", {"n": 1, "q": "a"}, changed),  # another definition
+        tool_call_fingerprint("lookup", {1: "mixed", "n": 1}, lookup),  # unsortable keys
     }
     assert base not in others and len(others) == 4
 

@@ -2,9 +2,16 @@
 
 A model call's fingerprint covers the model's identity and settings, the response format,
 the tool definitions, the system prompt and every message; a tool call's covers the tool
-name, its arguments and its call id. Like :func:`spanpoint.serde.fingerprint` they are
+name and its arguments. Like :func:`spanpoint.serde.fingerprint` they are
 content-only: message ids (assigned by LangChain at run time), usage and response metadata
 are left out, so a replayed run computes the same keys as the original.
+
+Ids by position, never by value (issue 15 item 8): tool-call ids are minted by providers and
+by libraries (``uuid4`` in langgraph-supervisor's hand-backs) and differ on every attempt.
+A message's digest holds no id at all; the conversation adds one *linkage digest*: each
+distinct tool-call id gets its first-seen position (0, 1, …) and the positions of every
+``AIMessage.tool_calls[i].id`` and ``ToolMessage.tool_call_id`` are hashed in order, so which
+result answers which call still counts, whatever the ids are.
 
 Every model call hashes the whole conversation, so this module encodes with one JSON pass
 instead of the generic recursive walk, memoizes each message's digest (the conversation grows
@@ -122,17 +129,17 @@ def digest(value: Any) -> str:
 
 
 def message_content(message: BaseMessage) -> list[Any]:
-    """The content of a message (type, text, name, tool calls, tool-call id), JSON-ready."""
+    """The content of a message (type, text, name, status, tool calls), JSON-ready; no ids."""
     fields = message.__dict__  # direct reads: pydantic's __getattr__ is slow for absent fields
     tool_calls = fields.get("tool_calls") or ()
     return [
         message.type,
         message.content,
         fields.get("name"),
-        fields.get("tool_call_id"),
         fields.get("status"),
         # Tool-call ids come from the model and differ on every real call: a call is
-        # identified by its name and arguments (a ToolMessage keeps its tool_call_id).
+        # identified by its name and arguments; which result answers which call is the
+        # conversation's linkage digest (by position, see the module docstring).
         [[call.get("name"), call.get("args")] for call in tool_calls],
     ]
 
@@ -194,7 +201,26 @@ def model_call_fingerprint(
     rest = _request_identity(settings, tool_choice, response_format, tools, system_message)
     h = hashlib.sha256(_utf8(f"[{model_part},{rest[1:]}"))
     h.update(b"".join(_conversation_digests(messages)))
+    h.update(linkage_digest(messages))
     return h.hexdigest()
+
+
+def linkage_digest(messages: Sequence[BaseMessage]) -> bytes:
+    """Which tool result answers which tool call, by the ids' first-seen positions (0, 1, …)
+    in the conversation, never by their values."""
+    positions: dict[Any, int] = {}
+    sequence: list[int] = []
+    for message in messages:
+        fields = message.__dict__
+        for call in fields.get("tool_calls") or ():
+            call_id = call.get("id")
+            sequence.append(positions.setdefault(call_id, len(positions)) if call_id else -1)
+        call_id = fields.get("tool_call_id")
+        if call_id is not None:
+            sequence.append(positions.setdefault(call_id, len(positions)))
+    if not sequence:
+        return b""
+    return hashlib.sha256(_utf8(_json_text(sequence))).digest()
 
 
 def _request_identity(
@@ -271,9 +297,11 @@ def _model_identity(model: Any, ls_params: Mapping[str, Any]) -> str:
 _MODEL_IDENTITIES: FieldMemo[tuple[Mapping[str, Any], str]] = FieldMemo()
 
 
-def tool_call_fingerprint(name: str, args: Any, call_id: str | None) -> str:
-    """The fingerprint of one tool call: name, arguments and call id."""
-    return digest([name, args, call_id])
+def tool_call_fingerprint(name: str, args: Any, tool: BaseTool | None = None) -> str:
+    """The fingerprint of one tool call: name, arguments and the tool's definition (what the
+    model sees: a changed tool is another call), never its call id (ids differ on every
+    attempt; which call it is comes from the task anchor and the ordinal)."""
+    return digest([name, args, tool_digest(tool) if isinstance(tool, BaseTool) else None])
 
 
 _TOOL_DIGESTS: dict[tuple[int, str, str, int], str] = {}

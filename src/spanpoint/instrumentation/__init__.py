@@ -16,13 +16,16 @@ LangChain instrumentations of OpenInference and OpenLLMetry use ``langchain``), 
   already has one), so every model and tool call is a boundary inside a run. With the
   default ``graph_call`` strategy nothing is injected: any wrapping middleware changes the
   agent LangChain builds;
-- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``: ``chat`` and
-  ``execute_tool`` spans for models and tools called directly in hand-built graph nodes (the
-  prebuilt ``ToolNode`` included) — spans only, never boundaries, never a second span for a
-  call the middleware already traces.
+- the model and tool seams (``spanpoint.calls.seams``: ``BaseChatModel._generate_with_cache``
+  and its async form, ``BaseTool.run`` / ``arun``): ``chat`` and ``execute_tool`` spans for
+  every model and tool call, wherever it runs (hand-built nodes, the prebuilt ``ToolNode``,
+  sub-agents), and inside a durable scope a boundary keyed by the LangGraph task it runs in;
+  never a second one for a call the middleware already made a boundary.
 
 Configuration comes from the environment (see the README): ``SPANPOINT_STRATEGY``
-(``graph_call`` or ``calls``), ``SPANPOINT_STORE``, ``SPANPOINT_CAPTURE_*`` and
+(``graph_call`` or ``calls``), ``SPANPOINT_DURABLE`` (``run``, the default: calls are durable
+inside ``spanpoint.run``; ``thread``: also on a LangGraph thread with a checkpointer outside
+any run; ``off``: traced only), ``SPANPOINT_STORE``, ``SPANPOINT_CAPTURE_*`` and
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``. ``instrument(tracer_provider=...)``
 wires spanpoint to that provider; without one, spanpoint uses the global provider when the
 first instrumented call happens (the one ``opentelemetry-instrument`` configured), or sets up
@@ -34,6 +37,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -50,10 +54,9 @@ from spanpoint.instrumentation.package import instruments
 logger = logging.getLogger("spanpoint")
 
 STRATEGY_ENV = "SPANPOINT_STRATEGY"
+DURABLE_ENV = "SPANPOINT_DURABLE"
 
 _PREGEL = "langgraph.pregel.main"
-_CHAT_MODEL = "langchain_core.language_models.chat_models"
-_TOOLS = "langchain_core.tools.base"
 # create_agent is re-exported by langchain.agents; both names are patched so that
 # ``from langchain.agents import create_agent`` after instrumentation gets the wrapper.
 _CREATE_AGENT_MODULES = ("langchain.agents.factory", "langchain.agents")
@@ -69,6 +72,21 @@ def strategy_from_env(value: str | None = None) -> str:
             "graph call) or 'calls' (a boundary per model and tool call)"
         )
     return strategy
+
+
+def durable_from_env(value: str | None = None) -> str:
+    """The durable scope of model and tool calls (argument, else ``$SPANPOINT_DURABLE``, else
+    ``run``): ``off``, ``run`` (inside ``spanpoint.run``) or ``thread`` (also on a LangGraph
+    thread with a checkpointer outside any run)."""
+    raw = value if value is not None else os.environ.get(DURABLE_ENV, "run")
+    scope = raw.strip().lower() or "run"
+    if scope not in ("off", "run", "thread"):
+        raise ConfigurationError(
+            f"{DURABLE_ENV}={raw!r} is not a durable scope: use 'run' (model and tool calls "
+            "are durable inside spanpoint.run), 'thread' (also on a LangGraph thread with a "
+            "checkpointer, with no code change) or 'off' (traced only)"
+        )
+    return scope
 
 
 class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -113,14 +131,13 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             self._instrument_langchain()
 
     def _instrument_langchain(self) -> None:
-        chat_models = importlib.import_module(_CHAT_MODEL).BaseChatModel
-        tools = importlib.import_module(_TOOLS).BaseTool
-        for module, owner, factory in (
-            (_CHAT_MODEL, chat_models, langchain_calls.chat_model_invoke),
-            (_TOOLS, tools, langchain_calls.tool_invoke),
-        ):
-            self._wrap(module, f"{owner.__name__}.invoke", factory(is_async=False), owner=owner)
-            self._wrap(module, f"{owner.__name__}.ainvoke", factory(is_async=True), owner=owner)
+        # For import time: the seams load langchain-core's chat models and tools.
+        from spanpoint.calls import seams, tasks
+
+        # The model and tool seams: a boundary in a durable scope, a plain span elsewhere
+        # ($SPANPOINT_DURABLE=off: spans only). They replace span-only invoke patches.
+        tasks.set_durable_scope(durable_from_env())
+        seams.install(self, trace_calls=True)
         if self._strategy != "calls":
             # graph_call: the graph call is the boundary; models and tools are traced by the
             # patches above. Injecting a middleware would change the agent LangChain builds
@@ -148,6 +165,8 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # remove *its* wrapper and leave ours; so only our own top-level wrapper is removed,
         # and every wrapper of this instrumentation is switched off in any case.
         self._switch.active = False
+        if "spanpoint.calls.seams" in sys.modules:
+            sys.modules["spanpoint.calls.seams"].uninstall(self)
         for owner, attribute, guarded in reversed(getattr(self, "_patched", [])):
             current = vars(owner).get(attribute) if isinstance(owner, type) else None
             if current is None:

@@ -1,0 +1,248 @@
+"""Call identity anchored on LangGraph's own task identity (issue 15, build item 2).
+
+LangGraph executes a task again after ``interrupt()`` (the resume), on a ``RetryPolicy`` retry
+and on a crash resumed from its checkpointer; each time it runs the node from its first line.
+Keyed under the graph call, the calls of that node would miss (a resume is another graph call)
+and run again: the paid model call, the e-mail sent. So a boundary opened inside a LangGraph
+task hangs under a *task frame* whose identity is what LangGraph keeps equal when it executes
+the same task again:
+
+- **anchor T** (the task runs on a thread with a checkpointer): the thread id and the full
+  ``checkpoint_ns`` (``agent:<task id>|tools:<task id>``). LangGraph derives a task id from
+  the checkpoint it was prepared from, its namespace, step, node and triggers: equal on a
+  resume in this process or another, on a retry, and on a crash resume.
+- **anchor R** (no checkpointer, or an in-process one such as ``InMemorySaver``, which a
+  rerun in a new process, or with a new saver, does not find again): the enclosing spanpoint
+  frame's identity (a graph-call boundary passes its parent's, since a resume is another
+  graph call), the logical namespace (task ids removed), ``langgraph_step`` and
+  ``langgraph_path``, and which execution of that logical task this is under the enclosing
+  frame in this attempt: the same full namespace (a retry, a resume of the same task) is the
+  same execution; a new one (the next graph call with the same input) is the next.
+
+The call's own key is then the engine's usual ``(scope, parent identity, name, ordinal,
+fingerprint)``: the ordinal counts the calls with the same name and content in *this
+execution* of the task, because the task frame is made once per execution (keyed by
+LangGraph's per-execution runtime object, held strongly so its id is never reused while the
+frame lives).
+
+The durable scope: the active ``spanpoint.run``; outside a run, when the durable scope is
+``thread`` (``SPANPOINT_DURABLE=thread``), the thread of a task that has a checkpointer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Any, Literal
+
+from langchain_core.runnables.config import var_child_runnable_config
+
+from spanpoint import _compat
+from spanpoint.config import settings
+from spanpoint.errors import ConfigurationError
+from spanpoint.run import Frame, RunScope, current_run, register_parent_provider
+
+DurableScope = Literal["off", "run", "thread"]
+DURABLE_SCOPES: tuple[DurableScope, ...] = ("off", "run", "thread")
+
+# The scope the zero-code seams use (the instrumentor sets it from $SPANPOINT_DURABLE).
+_SCOPE: list[DurableScope] = ["run"]
+
+#: How many task executions keep their frame. The oldest leave first: a task still running
+#: that long after it started would count its calls from 0 again (documented limit).
+_MAX_TASKS = 16384
+_MAX_THREAD_SCOPES = 256
+_MAX_JOURNAL = 1024
+
+
+class _Task:
+    __slots__ = ("frame", "runtime", "scope")
+
+    def __init__(self, runtime: Any, scope: RunScope, frame: Frame) -> None:
+        self.runtime = runtime  # strong: keeps id(runtime) unique while this entry lives
+        self.scope = scope
+        self.frame = frame
+
+
+_TASKS: OrderedDict[int, _Task] = OrderedDict()
+# (run id, attempt, enclosing identity, logical anchor) -> the full namespaces seen, in order.
+_EXECUTIONS: OrderedDict[tuple[str, int, str, str], list[str]] = OrderedDict()
+_THREAD_SCOPES: OrderedDict[str, RunScope] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def set_durable_scope(scope: str) -> DurableScope:
+    """Set the durable scope of calls outside a run (``off``, ``run`` or ``thread``)."""
+    value = scope.strip().lower()
+    if value not in DURABLE_SCOPES:
+        raise ConfigurationError(
+            f"durable scope {scope!r} is not one of off, run, thread: 'run' makes model and "
+            "tool calls durable inside spanpoint.run, 'thread' also on a LangGraph thread with "
+            "a checkpointer outside any run, 'off' traces them only"
+        )
+    _SCOPE[0] = value  # type: ignore[assignment]
+    return _SCOPE[0]
+
+
+def durable_scope() -> DurableScope:
+    """The durable scope in force for calls outside a run."""
+    return _SCOPE[0]
+
+
+def task_config() -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(config, configurable) of the LangGraph task running in this context, or None."""
+    config = var_child_runnable_config.get()
+    if not config:
+        return None
+    conf = config.get("configurable")
+    if not conf or conf.get(_compat.CONFIG_KEY_RUNTIME) is None:
+        return None
+    if not conf.get("checkpoint_ns") or _compat.CONFIG_KEY_TASK_ID not in conf:
+        return None
+    return config, conf  # type: ignore[return-value]
+
+
+def current_task_token() -> int | None:
+    """The token of the task execution running in this context (None outside a task)."""
+    found = task_config()
+    return id(found[1][_compat.CONFIG_KEY_RUNTIME]) if found is not None else None
+
+
+def durable_here() -> bool:
+    """Whether a call made now would be a durable boundary (a run, or a thread-scoped task)."""
+    if _SCOPE[0] == "off":
+        return False
+    if current_run() is not None:
+        return True
+    if _SCOPE[0] != "thread":
+        return False
+    found = task_config()
+    return found is not None and _thread_of(found[1]) is not None
+
+
+def _thread_of(conf: dict[str, Any]) -> str | None:
+    thread = conf.get("thread_id")
+    if thread is None or conf.get(_compat.CONFIG_KEY_CHECKPOINTER) is None:
+        return None
+    return str(thread)
+
+
+def _h(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _thread_scope(thread: str) -> RunScope:
+    """The durable scope of one LangGraph thread (``SPANPOINT_DURABLE=thread``, no run)."""
+    run_id = f"thread:{thread}"
+    with _LOCK:
+        scope = _THREAD_SCOPES.get(run_id)
+        if scope is not None:
+            _THREAD_SCOPES.move_to_end(run_id)
+            if len(scope.journal) > _MAX_JOURNAL:  # a thread scope never ends: keep it small
+                scope.journal.clear()
+            return scope
+        cfg = settings()
+        scope = RunScope(
+            run_id=run_id,
+            name=None,
+            store=cfg.store,
+            # Not a first attempt: a committed call is looked up before any lease is taken.
+            attempt=2,
+            strict=cfg.strict,
+            lease_ttl_s=cfg.lease_ttl_s,
+            lease_wait_timeout_s=cfg.lease_wait_timeout_s,
+        )
+        scope.root.identity = _h("thread", thread)
+        _THREAD_SCOPES[run_id] = scope
+        while len(_THREAD_SCOPES) > _MAX_THREAD_SCOPES:
+            _THREAD_SCOPES.popitem(last=False)
+        return scope
+
+
+def _in_process(conf: dict[str, Any]) -> bool:
+    """Whether the task's checkpointer keeps its checkpoints in this process only."""
+    saver = conf.get(_compat.CONFIG_KEY_CHECKPOINTER)
+    try:  # for import time: LangGraph's checkpoint package loads with the first task
+        from langgraph.checkpoint.memory import InMemorySaver
+    except ImportError:  # pragma: no cover - langgraph ships it
+        return False
+    return isinstance(saver, InMemorySaver)
+
+
+def _logical(ns: str) -> str:
+    """``agent:<id>|tools:<id>`` -> ``agent|tools`` (task ids are random without a saver)."""
+    return "|".join(part.split(":", 1)[0] for part in ns.split("|"))
+
+
+def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, Frame] | None:
+    """The parent-frame provider (``spanpoint.run.register_parent_provider``).
+
+    Outside a LangGraph task: None (the engine's default). Inside one: the innermost frame
+    when it was opened in this very task execution (nested boundaries stay nested), else the
+    task execution's frame, made on first use.
+    """
+    found = task_config()
+    if found is None:
+        return None
+    config, conf = found
+    runtime = conf[_compat.CONFIG_KEY_RUNTIME]
+    token = id(runtime)
+    entry = _TASKS.get(token)
+    if entry is not None and entry.runtime is runtime:
+        if frame is not None and frame.task == token:
+            return entry.scope, frame
+        return entry.scope, entry.frame
+    if frame is not None and frame.task == token and scope is not None:
+        return scope, frame
+    thread = _thread_of(conf)
+    threaded = scope is None
+    if scope is None:
+        if _SCOPE[0] != "thread" or thread is None:
+            return None
+        scope = _thread_scope(thread)
+        frame = scope.root
+    enclosing = frame if frame is not None else scope.root
+    ns = str(conf["checkpoint_ns"])
+    if thread is not None and (threaded or not _in_process(conf)):
+        # Anchor T: LangGraph's own identity, equal whichever graph call (in whichever
+        # process) executes the task again.
+        identity = _h(scope.run_id, "T", thread, ns)
+    else:
+        # Anchor R: no checkpointer, or one that a rerun does not find again (an in-process
+        # saver starts empty in a new process, or a new saver object on a new thread).
+        metadata = config.get("metadata") or {}
+        anchor = (
+            f"{_logical(ns)}|{metadata.get(_compat.METADATA_STEP)}|"
+            f"{metadata.get(_compat.METADATA_PATH)}"
+        )
+        execution = _execution(scope, enclosing, anchor, ns)
+        identity = _h(scope.run_id, "R", enclosing.anchor, anchor, execution)
+    # The path names boundaries for people; the task is in the key, not in the path.
+    task_frame = Frame(enclosing.path, identity, enclosing.span_id, task=token)
+    with _LOCK:
+        entry = _TASKS.get(token)
+        if entry is not None and entry.runtime is runtime:  # another thread got there first
+            return entry.scope, entry.frame
+        _TASKS[token] = _Task(runtime, scope, task_frame)
+        while len(_TASKS) > _MAX_TASKS:
+            _TASKS.popitem(last=False)
+    return scope, task_frame
+
+
+def _execution(scope: RunScope, enclosing: Frame, anchor: str, ns: str) -> int:
+    """Which execution of a logical task this is under ``enclosing``: the same namespace (a
+    retry within one graph call) is the same one; a new namespace is the next one."""
+    key = (scope.run_id, scope.attempt, enclosing.identity, anchor)
+    with _LOCK:
+        seen = _EXECUTIONS.get(key)
+        if seen is None:
+            seen = _EXECUTIONS[key] = []
+            while len(_EXECUTIONS) > _MAX_TASKS:
+                _EXECUTIONS.popitem(last=False)
+        if ns not in seen:
+            seen.append(ns)
+        return seen.index(ns)
+
+
+register_parent_provider(task_parent)
