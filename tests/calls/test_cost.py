@@ -113,3 +113,16 @@ def test_the_saved_cost_metric_counts_each_attempts_total_once() -> None:
     ]
     assert [p.value for p in points] == [pytest.approx(0.75)]
     assert points[0].attributes[semconv.GEN_AI_AGENT_NAME] == "support"
+
+
+def test_a_call_is_priced_as_the_guard_prices_it() -> None:
+    from spanpoint.calls.cost import price
+    from spanpoint.guard.budgets import Usage, cost_of
+    from spanpoint.guard.config import GuardConfig
+
+    models = (("gpt-4o", "openai"), ("gpt-4o-mini", None), ("claude-3-5-haiku-latest", None))
+    for model, provider in models:
+        guard = cost_of(Usage(1200, 300, 200, False, model, provider), GuardConfig())
+        assert guard is not None
+        assert price(model, provider, 1200, 300, 200) == pytest.approx(guard, rel=1e-12)
+    assert price("no-such-model-anywhere", None, 10, 10, 0) is None

@@ -1,9 +1,10 @@
 """What model calls cost: per call (span attributes) and per run (executed, replayed, saved).
 
 A call's cost is priced from the token usage its provider reported (``usage_metadata``) by
-``genai-prices``, the maintained price table the guard uses (extra ``spanpoint[guard]``),
-through the guard's own pricing (:func:`spanpoint.guard.budgets.cost_of`), so a budget and a
-span never disagree. Prices are in US dollars.
+``genai-prices``, the maintained price table the guard uses (extra ``spanpoint[guard]``), the
+way the guard prices it (``spanpoint.guard.budgets``; a test holds the two equal). Prices are
+in US dollars. Nothing here imports LangChain: the CLI's store commands total a run without
+it, reading stored outputs as plain data.
 
 A model the table does not know (a fake, a private deployment), or no price library
 installed, gets no amount: its span carries ``spanpoint.cost.unpriced=true`` and no
@@ -17,20 +18,32 @@ priced by the checkpoint it replayed). What replay saved is the replayed calls' 
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from langchain_core.messages import AIMessage
+import ormsgpack
 
-from spanpoint import semconv, serde
-from spanpoint.guard.budgets import Usage, cost_of
-from spanpoint.guard.config import GuardConfig
+from spanpoint import semconv
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
+
+logger = logging.getLogger("spanpoint")
 
 CURRENCY = "USD"
 
-_PRICING = GuardConfig()  # no custom prices: the library's table alone
+# LangChain's model_provider names -> genai-prices provider ids, where they differ (the
+# guard's table, spanpoint.guard.budgets).
+_PROVIDER_IDS = {
+    "google_genai": "google",
+    "google_vertexai": "google",
+    "bedrock": "aws",
+    "bedrock_converse": "aws",
+    "azure_openai": "azure",
+    "mistralai": "mistral",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,27 +57,77 @@ class CallCost:
     currency: str = CURRENCY
 
 
-def message_cost(message: AIMessage) -> CallCost | None:
-    """The cost of the call that produced ``message``; None when it reports no usage."""
-    usage = message.usage_metadata
+def message_cost(message: Any) -> CallCost | None:
+    """The cost of the call that produced ``message`` (an ``AIMessage``, or its fields as a
+    mapping); None when it reports no usage."""
+    fields = message if isinstance(message, Mapping) else getattr(message, "__dict__", {})
+    usage = fields.get("usage_metadata")
     if not usage:
         return None
-    meta = message.response_metadata or {}
+    meta = fields.get("response_metadata") or {}
     model = meta.get("model_name") or meta.get("model")
     details = usage.get("input_token_details") or {}
-    priced = Usage(
-        int(usage.get("input_tokens") or 0),
-        int(usage.get("output_tokens") or 0),
-        int(details.get("cache_read") or 0),
-        False,
-        str(model) if model else None,
-        meta.get("model_provider"),
+    inp, out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    cached = int(details.get("cache_read") or 0)
+    provider = meta.get("model_provider")
+    amount = price(str(model), provider, inp, out, cached) if model else None
+    return CallCost(inp, out, amount, str(model) if model else None)
+
+
+def price(model: str, provider: str | None, inp: int, out: int, cached: int) -> float | None:
+    """US dollars for one call by genai-prices, None when the model is not in its table (or
+    the library is not installed: extra ``spanpoint[guard]``).
+
+    As the guard does: a flat-priced model's per-token rates are taken once per process (a
+    library calculation takes about 0.7 ms); a tiered one is priced call by call.
+    """
+    if not _library_available():
+        return None
+    provider = _PROVIDER_IDS.get(provider or "", provider)
+    rates = _flat_rates(model, provider)
+    if rates is None:
+        return None
+    if rates == "tiered":
+        return _library_price(model, provider, inp, out, cached)
+    fresh = max(inp - cached, 0)
+    return fresh * rates[0] + out * rates[1] + cached * rates[2]
+
+
+@lru_cache(maxsize=1)
+def _library_available() -> bool:
+    return importlib.util.find_spec("genai_prices") is not None
+
+
+def _library_price(model: str, provider: str | None, inp: int, out: int, cached: int) -> float:
+    from genai_prices import Usage, calc_price  # for import time: only priced calls load it
+
+    usage = Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cached)
+    return float(calc_price(usage, model, provider_id=provider).total_price)
+
+
+@lru_cache(maxsize=256)
+def _flat_rates(model: str, provider: str | None) -> tuple[float, float, float] | str | None:
+    from datetime import UTC, datetime
+
+    from genai_prices import data_snapshot, types  # for import time (see _library_price)
+
+    try:
+        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider, None)
+    except LookupError:
+        logger.debug("spanpoint: no price known for model %r (provider %r)", model, provider)
+        return None
+    prices = info.get_prices(datetime.now(UTC))
+    if any(isinstance(v, types.TieredPrices) for v in vars(prices).values()):
+        return "tiered"
+    million = 1_000_000
+    return (
+        _library_price(model, provider, million, 0, 0) / million,
+        _library_price(model, provider, 0, million, 0) / million,
+        _library_price(model, provider, million, 0, million) / million,
     )
-    amount = cost_of(priced, _PRICING) if priced.model else None
-    return CallCost(priced.input_tokens, priced.output_tokens, amount, priced.model)
 
 
-def cost_attributes(message: AIMessage) -> dict[str, Any]:
+def cost_attributes(message: Any) -> dict[str, Any]:
     """``gen_ai.usage.cost.*`` of a model call's span (or ``spanpoint.cost.unpriced``)."""
     cost = message_cost(message)
     if cost is None:
@@ -79,16 +142,51 @@ def cost_attributes(message: AIMessage) -> dict[str, Any]:
 
 def output_cost(output: Any) -> CallCost | None:
     """The cost of a model call from its output (a ``ModelResponse``, its encoded form as
-    stored, or an ``AIMessage``): its last AI message's."""
-    messages: Iterable[Any]
-    if isinstance(output, Mapping):
-        messages = output.get("result") or [output.get("value")]
+    stored, a ``ChatResult``'s parts, or an ``AIMessage``): its last AI message's."""
+    found = None
+    for message in _ai_messages(output, 0):
+        found = message
+    return message_cost(found) if found is not None else None
+
+
+def _ai_messages(value: Any, depth: int) -> Iterable[Any]:
+    """AI messages in ``value``, in order: objects, or the fields of a stored one."""
+    if depth > 8:
+        return
+    if getattr(value, "type", None) == "ai" and hasattr(value, "usage_metadata"):
+        yield value
+    elif isinstance(value, _Stored):
+        if value.name in ("AIMessage", "AIMessageChunk") and isinstance(value.fields, Mapping):
+            yield value.fields
+        else:
+            yield from _ai_messages(value.fields, depth + 1)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _ai_messages(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _ai_messages(item, depth + 1)
     else:
-        messages = getattr(output, "result", None) or [output]
-    for message in reversed(list(messages)):
-        if isinstance(message, AIMessage):
-            return message_cost(message)
-    return None
+        result = getattr(value, "result", None)  # a ModelResponse
+        if isinstance(result, list):
+            yield from _ai_messages(result, depth + 1)
+
+
+class _Stored:
+    """An object as LangGraph's serializer stored it (module, class name, fields), unrevived:
+    totals read a checkpoint without importing LangChain (the CLI's store commands)."""
+
+    __slots__ = ("fields", "name")
+
+    def __init__(self, name: str, fields: Any) -> None:
+        self.name, self.fields = name, fields
+
+
+def _stored(code: int, data: bytes) -> Any:
+    value = ormsgpack.unpackb(data, ext_hook=_stored)
+    if isinstance(value, list | tuple) and len(value) >= 3 and isinstance(value[1], str):
+        return _Stored(value[1], value[2])
+    return value
 
 
 @dataclass(slots=True)
@@ -164,8 +262,10 @@ class RunCost:
 
 
 def _checkpoint_cost(cp: Checkpoint) -> CallCost | None:
+    if cp.output_type != "msgpack":
+        return None
     try:
-        return output_cost(serde.loads(cp.output_type, cp.output))
+        return output_cost(ormsgpack.unpackb(cp.output, ext_hook=_stored))
     except Exception:  # an unreadable checkpoint is counted, unpriced, never a crash
         return None
 
