@@ -273,6 +273,68 @@ def test_a_live_or_remote_owner_keeps_its_lease(subject: Subject) -> None:
     assert store.claim("k2", "host-b:2:bbb", 30.0).state == "held"
 
 
+# --- once-tokens (spanpoint.stores.once) -----------------------------------------------------
+
+RESUME = "guard_resume"
+
+
+def test_a_once_token_is_taken_by_one_owner_then_spent_for_everyone(subject: Subject) -> None:
+    store = subject.store
+    first = store.take_once(RESUME, "t1", "host-a:1:aaa", 30.0)
+    assert (first.state, first.owner) == ("taken", "host-a:1:aaa")
+    held = store.take_once(RESUME, "t1", "host-b:2:bbb", 30.0)
+    assert (held.state, held.owner) == ("held", "host-a:1:aaa")
+    assert store.take_once("another_kind", "t1", "host-b:2:bbb", 30.0).state == "taken"
+    assert store.spend_once(RESUME, "t1", "host-b:2:bbb") is False  # not the holder
+    assert store.spend_once(RESUME, "t1", "host-a:1:aaa") is True
+    assert store.spend_once(RESUME, "t1", "host-a:1:aaa") is False  # spent already
+    for owner in ("host-a:1:aaa", "host-b:2:bbb"):
+        assert store.take_once(RESUME, "t1", owner, 30.0).state == "spent"
+    store.release_once(RESUME, "t1", "host-a:1:aaa")  # a spent token stays spent
+    assert store.take_once(RESUME, "t1", "host-c:3:ccc", 30.0).state == "spent"
+    # Its own kind: no run, no checkpoint.
+    assert store.get("t1") is None and store.list_runs() == []
+    if subject.address is not None:
+        reopened = subject.reopen()
+        try:
+            assert reopened.take_once(RESUME, "t1", "host-c:3:ccc", 30.0).state == "spent"
+        finally:
+            reopened.close()
+
+
+def test_a_released_or_expired_once_token_can_be_taken(subject: Subject) -> None:
+    store = subject.store
+    store.take_once(RESUME, "t1", "host-a:1:aaa", 30.0)
+    store.release_once(RESUME, "t1", "host-b:2:bbb")  # not the holder: nothing happens
+    assert store.take_once(RESUME, "t1", "host-b:2:bbb", 30.0).state == "held"
+    store.release_once(RESUME, "t1", "host-a:1:aaa")
+    assert store.take_once(RESUME, "t1", "host-b:2:bbb", 30.0).state == "taken"
+    store.take_once(RESUME, "t2", "host-a:1:aaa", 1.0)
+    time.sleep(1.3)
+    taken = store.take_once(RESUME, "t2", "host-b:2:bbb", 30.0)
+    assert (taken.state, taken.owner) == ("taken", "host-b:2:bbb")
+    assert store.spend_once(RESUME, "t2", "host-a:1:aaa") is False  # it lost the token
+    assert store.spend_once(RESUME, "t2", "host-b:2:bbb") is True
+
+
+def test_gc_sweeps_old_once_tokens_and_keeps_recent_ones(subject: Subject) -> None:
+    store = subject.store
+    store.take_once(RESUME, "old-spent", "host-a:1:aaa", 30.0)
+    assert store.spend_once(RESUME, "old-spent", "host-a:1:aaa")
+    store.take_once(RESUME, "old-lease", "host-a:1:aaa", 0.1)  # a crashed resumer's lease
+    time.sleep(1.5)
+    store.take_once(RESUME, "new-spent", "host-a:1:aaa", 30.0)
+    assert store.spend_once(RESUME, "new-spent", "host-a:1:aaa")
+    assert store.delete_runs_older_than(3600) == 0
+    assert store.take_once(RESUME, "old-spent", "host-b:2:bbb", 30.0).state == "spent"
+    store.release_once(RESUME, "old-spent", "host-b:2:bbb")
+    assert store.delete_runs_older_than(0.75) == 0  # margins for a loaded machine; no runs
+    # Swept: the old tokens are free again, the recent one is still spent.
+    assert store.take_once(RESUME, "old-spent", "host-b:2:bbb", 30.0).state == "taken"
+    assert store.take_once(RESUME, "old-lease", "host-b:2:bbb", 30.0).state == "taken"
+    assert store.take_once(RESUME, "new-spent", "host-b:2:bbb", 30.0).state == "spent"
+
+
 # --- journal ---------------------------------------------------------------------------------
 
 

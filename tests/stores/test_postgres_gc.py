@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -45,14 +46,31 @@ def test_gc_rejects_an_age_it_cannot_read(age: str, tmp_path: Path) -> None:
     assert "30d" in result.output
 
 
-def test_gc_units(tmp_path: Path) -> None:
-    from spanpoint.cli import _parse_age
-
-    assert [_parse_age(a) for a in ("45s", "90m", "12h", "30d", "2w", "600")] == [
-        45,
-        5400,
-        43200,
-        2_592_000,
-        1_209_600,
-        600,
-    ]
+@pytest.mark.parametrize(
+    ("age", "seconds"),
+    [
+        ("45s", 45),
+        ("90m", 5400),
+        ("12h", 43200),
+        ("30d", 2_592_000),
+        ("2w", 1_209_600),
+        ("600", 600),
+    ],
+)
+def test_gc_units(age: str, seconds: float, tmp_path: Path) -> None:
+    """Each unit, through the CLI: a run idle a little longer than the age counts as old, one
+    idle a little shorter does not."""
+    path = tmp_path / "units.db"
+    store = open_store(str(path))
+    store.start_run("older", None)
+    store.start_run("younger", None)
+    store.close()
+    now = time.time()
+    with sqlite3.connect(path) as conn:
+        for run_id, idle in (("older", seconds * 1.01 + 5), ("younger", seconds * 0.99 - 5)):
+            conn.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (now - idle, run_id))
+    result = CliRunner().invoke(
+        app, ["gc", "--older-than", age, "--store", str(path), "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"1 runs older than {age}" in result.output

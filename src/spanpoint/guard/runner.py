@@ -44,7 +44,7 @@ from spanpoint.guard.reflection import correction_message, guard_kind
 from spanpoint.guard.report import GuardReport
 from spanpoint.guard.state import STATE_KEY
 from spanpoint.guard.telemetry import GuardTelemetry
-from spanpoint.stores.base import CheckpointStore
+from spanpoint.stores.once import OnceStore
 
 
 def compile_guarded_graph(
@@ -56,7 +56,7 @@ def compile_guarded_graph(
     tools_node: str = "tools",
     messages_key: str = "messages",
     meter_provider: MeterProvider | None = None,
-    claim_store: CheckpointStore | None = None,
+    claim_store: OnceStore | None = None,
     **compile_kwargs: Any,
 ) -> GuardedGraph:
     """Guard ``graph`` (a builder or a compiled graph) and return its runner.
@@ -115,7 +115,7 @@ class GuardedGraph:
         tools_node: str = "tools",
         messages_key: str = "messages",
         meter_provider: MeterProvider | None = None,
-        claim_store: CheckpointStore | None = None,
+        claim_store: OnceStore | None = None,
     ) -> None:
         if STATE_KEY not in graph.channels:
             raise ConfigurationError(

@@ -240,6 +240,24 @@ class Claim:
     error: str | None = None
 
 
+OnceState = Literal["taken", "held", "spent"]
+
+
+@dataclass(frozen=True, slots=True)
+class OnceToken:
+    """The answer to ``take_once``: a once-token (``spanpoint.stores.once``).
+
+    ``taken``: the caller now holds the token until ``expires_at`` (epoch seconds) and must
+    spend or release it. ``held``: another live owner (``owner``) holds it until
+    ``expires_at``. ``spent``: it was spent already; it can never be taken again (until gc
+    sweeps it).
+    """
+
+    state: OnceState
+    owner: str | None = None
+    expires_at: float | None = None
+
+
 def _pid_namespace() -> str:
     """This process's pid namespace (an inode number), or "" where /proc cannot tell."""
     try:
@@ -409,7 +427,24 @@ class CheckpointStore(Protocol):
         ...
 
     def delete_runs_older_than(self, seconds: float) -> int:
-        """Delete runs not updated for ``seconds`` with everything they own; return how many."""
+        """Delete runs not updated for ``seconds`` with everything they own; return how many.
+
+        Once-tokens spent (or whose lease expired) more than ``seconds`` ago go too.
+        """
+        ...
+
+    # Once-tokens (spanpoint.stores.once): their own kind of row, not checkpoints.
+
+    def take_once(self, kind: str, key: str, owner: str, ttl_s: float) -> OnceToken:
+        """Take the once-token ``(kind, key)`` (see :class:`spanpoint.stores.once.OnceStore`)."""
+        ...
+
+    def spend_once(self, kind: str, key: str, owner: str) -> bool:
+        """Spend ``owner``'s once-token for good; False when ``owner`` does not hold it."""
+        ...
+
+    def release_once(self, kind: str, key: str, owner: str) -> None:
+        """Give back ``owner``'s unspent once-token (no-op when it holds none)."""
         ...
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
     Claim,
+    OnceToken,
     RunCursor,
     RunRecord,
     RunStatus,
@@ -38,6 +39,8 @@ class MemoryStore:
         self._journal: dict[str, list[BoundaryRecord]] = {}
         self._waits: dict[tuple[str, str], WaitRecord] = {}
         self._leases: dict[str, tuple[str, float]] = {}
+        # Once-tokens: (kind, key) -> (owner, lease expiry, spent at or None).
+        self._once: dict[tuple[str, str], tuple[str, float, float | None]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(runs={len(self._runs)}, checkpoints={len(self._checkpoints)})"
@@ -96,6 +99,32 @@ class MemoryStore:
         with self._lock:
             if self._leases.get(key, ("",))[0] == owner:
                 del self._leases[key]
+
+    def take_once(self, kind: str, key: str, owner: str, ttl_s: float) -> OnceToken:
+        now = time.time()
+        with self._lock:
+            held = self._once.get((kind, key))
+            if held is not None:
+                if held[2] is not None:
+                    return OnceToken("spent", owner=held[0])
+                if held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
+                    return OnceToken("held", owner=held[0], expires_at=held[1])
+            self._once[(kind, key)] = (owner, now + ttl_s, None)
+            return OnceToken("taken", owner=owner, expires_at=now + ttl_s)
+
+    def spend_once(self, kind: str, key: str, owner: str) -> bool:
+        with self._lock:
+            held = self._once.get((kind, key))
+            if held is None or held[0] != owner or held[2] is not None:
+                return False
+            self._once[(kind, key)] = (owner, held[1], time.time())
+            return True
+
+    def release_once(self, kind: str, key: str, owner: str) -> None:
+        with self._lock:
+            held = self._once.get((kind, key))
+            if held is not None and held[0] == owner and held[2] is None:
+                del self._once[(kind, key)]
 
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
         with self._lock:
@@ -186,6 +215,10 @@ class MemoryStore:
             self._waits = {k: w for k, w in self._waits.items() if k[0] not in old}
             # Leases of workers that died and whose boundary never ran again: no run owns them.
             self._leases = {k: v for k, v in self._leases.items() if v[1] >= cutoff}
+            # Once-tokens spent, or whose lease expired, before the cutoff.
+            self._once = {
+                k: v for k, v in self._once.items() if (v[1] if v[2] is None else v[2]) >= cutoff
+            }
             return len(old)
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
     Claim,
+    OnceToken,
     RunCursor,
     RunRecord,
     RunStatus,
@@ -49,11 +50,13 @@ from spanpoint.stores.postgres_sql import (
     COLS,
     EPOCH,
     MIGRATIONS,
+    ONCE_STATE,
     PUT,
     READ_COLS,
     RUN_SELECT,
     SCHEMA_VERSION,
     TAKE_CORRUPT,
+    TAKE_ONCE,
     WAIT_COLS,
 )
 
@@ -301,6 +304,43 @@ class PostgresStore:
             ),
         )
 
+    # --- once-tokens -----------------------------------------------------------------------
+
+    def take_once(self, kind: str, key: str, owner: str, ttl_s: float) -> OnceToken:
+        params = {"kind": kind, "key": key, "owner": owner, "ttl": ttl_s}
+
+        def op(conn: psycopg.Connection[Any]) -> OnceToken:
+            with conn.transaction():
+                taken = conn.execute(TAKE_ONCE, params).fetchall()
+                if taken:
+                    return OnceToken("taken", owner=owner, expires_at=taken[0][0])
+                row = conn.execute(ONCE_STATE, params).fetchone()
+            if row is not None and row[2]:
+                return OnceToken("spent", owner=row[0])
+            # Held by a live owner (no row: released meanwhile; the caller may ask again).
+            if row is None:
+                return OnceToken("held")
+            return OnceToken("held", owner=row[0], expires_at=row[1])
+
+        return self._run("take_once", op)
+
+    def spend_once(self, kind: str, key: str, owner: str) -> bool:
+        rows = self._fetchall(
+            "spend_once",
+            "UPDATE spanpoint_once SET spent_at = now() WHERE kind = %s AND key = %s "
+            "AND owner = %s AND spent_at IS NULL RETURNING 1",
+            (kind, key, owner),
+        )
+        return bool(rows)
+
+    def release_once(self, kind: str, key: str, owner: str) -> None:
+        self._fetchall(
+            "release_once",
+            "DELETE FROM spanpoint_once WHERE kind = %s AND key = %s AND owner = %s "
+            "AND spent_at IS NULL",
+            (kind, key, owner),
+        )
+
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
         cp = checkpoint
         if owner is not None:
@@ -409,6 +449,9 @@ class PostgresStore:
                 DELETE FROM spanpoint_journal WHERE run_id IN (SELECT run_id FROM old)
             ), waits AS (
                 DELETE FROM spanpoint_waits WHERE run_id IN (SELECT run_id FROM old)
+            ), once AS (
+                DELETE FROM spanpoint_once WHERE COALESCE(spent_at, expires_at)
+                    < now() - make_interval(secs => %(s)s)
             )
             SELECT count(*) FROM old
             """,

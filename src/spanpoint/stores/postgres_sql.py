@@ -74,6 +74,18 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE spanpoint_checkpoints ADD COLUMN digest text;
     """,
+    # Once-tokens (spanpoint.stores.once): their own table, no run owns them; gc sweeps a
+    # token by when it was spent, or when its lease expired.
+    """
+    CREATE TABLE spanpoint_once (
+        kind text NOT NULL,
+        key text NOT NULL,
+        owner text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        spent_at timestamptz,
+        PRIMARY KEY (kind, key)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -153,3 +165,17 @@ WAIT_COLS = (
     f"run_id, name, question, schema, value_json, {EPOCH.format('created_at')}, "
     f"{EPOCH.format('provided_at')}"
 )
+
+# Taking a once-token is one statement: insert it, or take it over when it is unspent and its
+# lease is ours or expired. No row back means it is spent or held: ONCE_STATE says which.
+TAKE_ONCE = f"""
+INSERT INTO spanpoint_once AS o (kind, key, owner, expires_at)
+    VALUES (%(kind)s, %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s))
+ON CONFLICT (kind, key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+    WHERE o.spent_at IS NULL AND (o.owner = excluded.owner OR o.expires_at <= now())
+RETURNING {EPOCH.format("o.expires_at")}
+"""
+ONCE_STATE = f"""
+SELECT owner, {EPOCH.format("expires_at")}, spent_at IS NOT NULL FROM spanpoint_once
+    WHERE kind = %(kind)s AND key = %(key)s
+"""

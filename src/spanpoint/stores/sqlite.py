@@ -26,6 +26,7 @@ from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
     Claim,
+    OnceToken,
     RunCursor,
     RunRecord,
     RunStatus,
@@ -43,7 +44,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("spanpoint")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _statements(script: str) -> list[str]:
@@ -167,6 +168,12 @@ _MIGRATIONS: dict[int, list[str]] = {
     # (keyset pagination on updated_at, run_id) and gc finds old runs through it. One index
     # write per run start and end, none per boundary.
     5: ["CREATE INDEX runs_updated ON runs (updated_at, run_id)"],
+    # Once-tokens (spanpoint.stores.once): their own table, no run owns them; gc sweeps a
+    # token by when it was spent, or when its lease expired.
+    6: [
+        "CREATE TABLE once_tokens (kind TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL, "
+        "expires_at REAL NOT NULL, spent_at REAL, PRIMARY KEY (kind, key))"
+    ],
 }
 
 #: Runs deleted per write transaction by gc: each transaction holds the write lock for a few
@@ -558,6 +565,52 @@ class SqliteStore:
             write=False,  # one statement: atomic on its own
         )
 
+    # --- once-tokens -----------------------------------------------------------------------
+
+    def take_once(self, kind: str, key: str, owner: str, ttl_s: float) -> OnceToken:
+        def op(conn: sqlite3.Connection) -> OnceToken:
+            now = time.time()
+            row = conn.execute(
+                "SELECT owner, expires_at, spent_at FROM once_tokens WHERE kind = ? AND key = ?",
+                (kind, key),
+            ).fetchone()
+            if row is not None:
+                if row[2] is not None:
+                    return OnceToken("spent", owner=row[0])
+                if row[0] != owner and row[1] > now and not owner_is_dead_here(row[0]):
+                    return OnceToken("held", owner=row[0], expires_at=row[1])
+            conn.execute(
+                "INSERT OR REPLACE INTO once_tokens (kind, key, owner, expires_at, spent_at) "
+                "VALUES (?, ?, ?, ?, NULL)",
+                (kind, key, owner, now + ttl_s),
+            )
+            return OnceToken("taken", owner=owner, expires_at=now + ttl_s)
+
+        return self._run("take_once", op, write=True)
+
+    def spend_once(self, kind: str, key: str, owner: str) -> bool:
+        cur = self._run(
+            "spend_once",
+            lambda c: c.execute(
+                "UPDATE once_tokens SET spent_at = ? WHERE kind = ? AND key = ? AND owner = ? "
+                "AND spent_at IS NULL",
+                (time.time(), kind, key, owner),
+            ),
+            write=False,  # one statement: atomic on its own
+        )
+        return cur.rowcount == 1
+
+    def release_once(self, kind: str, key: str, owner: str) -> None:
+        self._run(
+            "release_once",
+            lambda c: c.execute(
+                "DELETE FROM once_tokens WHERE kind = ? AND key = ? AND owner = ? "
+                "AND spent_at IS NULL",
+                (kind, key, owner),
+            ),
+            write=False,
+        )
+
     # One statement fills in the leased row (or inserts one when nobody claimed the key) and
     # ends the lease, whoever held it: a committed boundary needs no lease. The first commit
     # of a key wins; the WHERE makes any later one a no-op.
@@ -704,6 +757,14 @@ class SqliteStore:
                 ),
                 write=True,
             )
+        # Once-tokens spent, or whose lease expired, before the cutoff (a small table).
+        self._run(
+            "delete_runs_older_than",
+            lambda c: c.execute(
+                "DELETE FROM once_tokens WHERE COALESCE(spent_at, expires_at) < ?", (cutoff,)
+            ),
+            write=False,
+        )
         return deleted
 
     @staticmethod
