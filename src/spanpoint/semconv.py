@@ -146,6 +146,9 @@ GRAPH_RERUN: Final = "spanpoint.graph.rerun"
 # metadata). No dots: SqliteSaver's metadata filter reads a dot as a JSON path step.
 CHECKPOINT_META_RUN_ID: Final = "spanpoint_run_id"
 CHECKPOINT_META_CALL_KEY: Final = "spanpoint_call_key"
+# The W3C traceparent of the graph call that wrote a checkpoint: a resume, in this process or
+# another one later, links to the span that paused (issue 15 item 5).
+CHECKPOINT_META_TRACEPARENT: Final = "spanpoint_traceparent"
 
 # Durable waits (spanpoint.waits).
 WAIT_NAME: Final = "spanpoint.wait.name"

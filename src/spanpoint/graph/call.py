@@ -13,14 +13,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
 from spanpoint import _json, semconv, serde, spans
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
+from spanpoint.calls import seams
 from spanpoint.calls.attributes import graph_input_attributes, graph_output_attributes
 from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
 from spanpoint.events import add_bounded_event
+from spanpoint.graph import rerun
 from spanpoint.graph.inspect import GraphInfo, base_attributes, captured_attributes
 from spanpoint.graph.invoke import (
     NodeCounts,
@@ -42,9 +44,10 @@ from spanpoint.graph.results import (
     output_counters,
     result_attributes,
 )
+from spanpoint.graph.resume import link_to_pause, paused_link, stamp_pause_origin
 from spanpoint.graph.summary import build_summary, emit_summary
 from spanpoint.graph.types import CallOwner, RunRequest
-from spanpoint.run import current_run
+from spanpoint.run import RunScope, current_frame, current_run
 from spanpoint.spans import resume_attributes
 
 # serde.fingerprint's canonical JSON: sorted keys, compact, UTF-8.
@@ -108,7 +111,9 @@ class GraphCall:
         self._base_attributes = base_attributes(runner.info, runner.name, runner.strategy)
         self._pregel = is_pregel(runner.graph)
         # thread id -> the interrupt ids its last call returned (for the next resume event).
-        self._pending: dict[str, tuple[str, ...]] = {}
+        # thread id -> (the interrupt ids its last call returned, the link to that call's
+        # span), for the next resume's event and link.
+        self._pending: dict[str, tuple[tuple[str, ...], Link | None]] = {}
 
     # --- graph_call boundary -------------------------------------------------------------
 
@@ -116,10 +121,16 @@ class GraphCall:
         """One call; a boundary unless the strategy is ``calls``."""
         started = time.perf_counter()
         if self.runner.strategy == "calls":
-            return self._traced_only(req, kwargs, started)
+            # The model and tool seams (spanpoint.calls.seams) for this call, unless the
+            # zero-code instrumentor already installed them (the runner never needs it).
+            with seams.installed():
+                return self._traced_only(req, kwargs, started)
         tally = _Tally()
         try:
-            result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, tally)
+            # The seams under graph_call too: a resume is another graph call, so the calls a
+            # re-executed task completed replay through their task anchor, not this boundary.
+            with seams.installed():
+                result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, tally)
         except Exception as exc:
             self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
@@ -131,11 +142,13 @@ class GraphCall:
         """The async form of :meth:`invoke`."""
         started = time.perf_counter()
         if self.runner.strategy == "calls":
-            return await self._atraced_only(req, kwargs, started)
+            with seams.installed():
+                return await self._atraced_only(req, kwargs, started)
         tally = _Tally()
         try:
             spec = self._spec(req, kwargs)
-            result = await acall_boundary(spec, self._aexecute, req, kwargs, tally)
+            with seams.installed():
+                result = await acall_boundary(spec, self._aexecute, req, kwargs, tally)
         except Exception as exc:
             self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
@@ -148,14 +161,7 @@ class GraphCall:
         if current_run() is not None:  # only a durable call is keyed by its input
             fingerprint = request_fingerprint(req, kwargs)
             if fingerprint is None:
-                identity = {
-                    "input": req.input,
-                    "thread_id": req.thread_id,
-                    "checkpoint_ns": req.checkpoint_ns,
-                    "context": req.context,
-                    "configurable": req.configurable,
-                    "kwargs": kwargs,
-                }
+                identity = self._identity(req, kwargs)
         return BoundarySpec(
             kind=semconv.KIND_GRAPH_CALL,
             name=self.runner.name,
@@ -169,6 +175,18 @@ class GraphCall:
             encode=encode_result,
             decode=decode_result,
         )
+
+    @staticmethod
+    def _identity(req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What identifies a graph call's input (never stored: only its fingerprint)."""
+        return {
+            "input": req.input,
+            "thread_id": req.thread_id,
+            "checkpoint_ns": req.checkpoint_ns,
+            "context": req.context,
+            "configurable": req.configurable,
+            "kwargs": kwargs,
+        }
 
     def _describe(self, result: RunResult) -> dict[str, Any]:
         """The result's span attributes; its last reply as output when capture opts in."""
@@ -206,11 +224,23 @@ class GraphCall:
         config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
+        graph_input = req.input
+        if self.info.has_state and self._pregel:
+            config = stamp_pause_origin(config, span)
+        durable = self._durable(tally)
+        if durable is not None:  # a rerun continues the thread (graph/rerun.py)
+            config, kw = self._stamped(durable, config, kw)
+            plan = rerun.plan(self.graph, req.state_config(), durable[0], durable[1], kw)
+            if plan.action == "return":
+                return self._returned(span, req, plan)
+            if plan.action == "continue":
+                graph_input = None
+                span.set_attribute(semconv.GRAPH_RERUN, "continued")
         counted = tally is not None and self._pregel and not shapes_output(kw)
         if counted:
-            output = invoke_counting(self.graph, req.input, config, kw, tally.nodes)
+            output = invoke_counting(self.graph, graph_input, config, kw, tally.nodes)
         else:
-            output = self.graph.invoke(req.input, config, **kw)
+            output = self.graph.invoke(graph_input, config, **kw)
         snapshot = checkpoint = None
         if self.info.has_state:
             ended = counted and _ran_to_end(tally, kw)
@@ -225,13 +255,25 @@ class GraphCall:
         config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
+        graph_input = req.input
+        if self.info.has_state and self._pregel:
+            config = stamp_pause_origin(config, span)
+        durable = self._durable(tally)
+        if durable is not None:  # a rerun continues the thread (graph/rerun.py)
+            config, kw = self._stamped(durable, config, kw)
+            plan = await rerun.aplan(self.graph, req.state_config(), durable[0], durable[1], kw)
+            if plan.action == "return":
+                return self._returned(span, req, plan)
+            if plan.action == "continue":
+                graph_input = None
+                span.set_attribute(semconv.GRAPH_RERUN, "continued")
         counted = tally is not None and self._pregel and not shapes_output(kw)
         if counted:
-            output = await ainvoke_counting(self.graph, req.input, config, kw, tally.nodes)
+            output = await ainvoke_counting(self.graph, graph_input, config, kw, tally.nodes)
         elif callable(getattr(self.graph, "ainvoke", None)):
-            output = await self.graph.ainvoke(req.input, config, **kw)
+            output = await self.graph.ainvoke(graph_input, config, **kw)
         else:
-            output = await asyncio.to_thread(self.graph.invoke, req.input, config, **kw)
+            output = await asyncio.to_thread(self.graph.invoke, graph_input, config, **kw)
         snapshot = checkpoint = None
         if self.info.has_state:
             ended = counted and _ran_to_end(tally, kw)
@@ -240,38 +282,97 @@ class GraphCall:
             )
         return self.finish(span, req, output, snapshot, checkpoint)
 
+    # --- rerun with a durable checkpointer (graph/rerun.py) ----------------------------------
+
+    def _durable(self, tally: _Tally | None) -> tuple[RunScope, str] | None:
+        """The run and this call's key when the call is durable and has a thread to read:
+        the boundary's own key under ``graph_call``, the one ``_traced_only`` computed under
+        ``calls``; None otherwise (outside a run, no checkpointer, unreadable input)."""
+        scope = current_run()
+        if scope is None or not (self._pregel and self.info.has_state):
+            return None
+        key = tally.call_key if tally is not None else None
+        if key is None:
+            frame = current_frame()
+            key = frame.identity if frame is not None and frame is not scope.root else ""
+        return (scope, key) if key else None
+
+    def _stamped(
+        self, durable: tuple[RunScope, str], config: dict[str, Any], kw: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The config with the run and call in its checkpoints' metadata, and LangGraph's
+        ``durability="sync"`` unless the caller chose one (a durable checkpointer only)."""
+        config = rerun.stamp(config, durable[0].run_id, durable[1])
+        if rerun.wants_sync_durability(self.graph, kw):
+            kw = {**kw, "durability": "sync"}
+        return config, kw
+
+    def _returned(self, span: trace.Span, req: RunRequest, plan: rerun.Rerun) -> RunResult:
+        """The result of a call that had ended in an earlier attempt: its thread's state."""
+        span.set_attribute(semconv.GRAPH_RERUN, "returned")
+        output = rerun.snapshot_output(self.graph, plan.snapshot)
+        return self.finish(span, req, output, plan.snapshot)
+
+    def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
+        """Under ``calls`` (no boundary): the key a graph-call boundary would have, so that a
+        rerun recognises the thread's progress; "" when the call cannot be keyed."""
+        scope = current_run()
+        if scope is None or not (self._pregel and self.info.has_state):
+            return None
+        fingerprint = request_fingerprint(req, kwargs)
+        if fingerprint is None:
+            return rerun.identity_key(scope, self.runner.name, self._identity(req, kwargs))
+        return rerun.enclosing_key(scope, self.runner.name, fingerprint)
+
     def _on_start(self, span: trace.Span, req: RunRequest, *, executing: bool = True) -> None:
         if req.is_resume and span.is_recording():
-            attrs = resume_attributes(self._answered(req, executing))
+            ids, link = self._answered(req, executing)
+            link_to_pause(span, link)
+            attrs = resume_attributes(ids)
             attrs[semconv.GEN_AI_CONVERSATION_ID] = req.thread_id
             add_bounded_event(
                 semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=self.runner.policy
             )
 
-    def _answered(self, req: RunRequest, executing: bool) -> list[str]:
-        """The interrupt ids a resume answers: the keys of ``Command(resume={id: value})``;
-        for a plain value, the thread's pending interrupts — as this runner last saw them
-        (the previous call on the thread, executed or replayed), else, when executing, as the
-        thread's state says before the resume runs."""
+    def _answered(self, req: RunRequest, executing: bool) -> tuple[list[str], Link | None]:
+        """The interrupt ids a resume answers, and the link to the span that paused.
+
+        The ids: the keys of ``Command(resume={id: value})``; for a plain value, the thread's
+        pending interrupts. Both as this runner last saw them (the previous call on the
+        thread, executed or replayed), else, when executing, as the thread's state says
+        before the resume runs: the paused checkpoint's metadata names the span that paused,
+        so a resume in another process links to it too (issue 15 item 5)."""
         resume = req.input.resume
-        if isinstance(resume, Mapping):
-            return [str(k) for k in resume]
+        keyed = [str(k) for k in resume] if isinstance(resume, Mapping) else None
         seen = self._pending.get(req.thread_id)
         if seen is not None:
-            return list(seen)
+            return (list(seen[0]) if keyed is None else keyed), seen[1]
         if not (executing and self.info.has_state):
-            return []
+            return keyed or [], None
         try:
             snapshot = self.graph.get_state(req.state_config())
         except Exception:  # observability is best effort: the event lists none
-            return []
-        return [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
+            return keyed or [], None
+        if keyed is None:
+            keyed = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
+        metadata = getattr(snapshot, "metadata", None) or {}
+        return keyed, paused_link(metadata.get(semconv.CHECKPOINT_META_TRACEPARENT))
 
     def _remember(self, req: RunRequest, result: RunResult) -> None:
-        """Keep the thread's pending interrupt ids for the resume event of its next call."""
+        """Keep the thread's pending interrupt ids for the resume event of its next call,
+        and tell the run when the guard stopped it (its status ``stopped``)."""
+        scope = current_run()
+        if scope is not None:
+            if result.status == "stopped":
+                scope.status = "stopped"
+            elif scope.status == "stopped":  # a later call (an explicit resume) went on
+                scope.status = "running"
         pending = self._pending
         pending.pop(req.thread_id, None)
-        pending[req.thread_id] = tuple(i.id for i in result.interrupts)
+        link = None
+        if result.interrupted and result.trace_id and result.span_id:
+            link = paused_link(f"00-{result.trace_id}-{result.span_id}-01")
+        pending[req.thread_id] = (tuple(i.id for i in result.interrupts), link)
         while len(pending) > _PENDING_THREADS:
             pending.pop(next(iter(pending)), None)
 
@@ -337,11 +438,12 @@ class GraphCall:
 
     def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
         span, mark, tally = self.open_span(req), journal_mark(), _Tally()
+        tally.call_key = self._calls_key(req, kwargs)
         try:
             with spans.current(span):
                 result = self._execute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
-            spans.end_failed(span, exc)
+            spans.fail_span(span, exc)
             self.summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
         spans.end_ok(span, self._describe(result))
@@ -354,11 +456,12 @@ class GraphCall:
         self, req: RunRequest, kwargs: dict[str, Any], started: float
     ) -> RunResult:
         span, mark, tally = self.open_span(req), journal_mark(), _Tally()
+        tally.call_key = self._calls_key(req, kwargs)
         try:
             with spans.current(span):
                 result = await self._aexecute(req, kwargs, tally)
         except BaseException as exc:  # cancelled or interrupted too: end the span
-            spans.end_failed(span, exc)
+            spans.fail_span(span, exc)
             self.summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
         spans.end_ok(span, self._describe(result))
@@ -444,13 +547,15 @@ def close_quietly(chunks: Any) -> None:
 
 
 class _Tally:
-    """What one call's execution leaves for its summary: nodes that ran, and its span."""
+    """What one call's execution leaves for its summary: nodes that ran, and its span; and,
+    under ``calls``, the call's key for a rerun (None: the boundary's own key)."""
 
-    __slots__ = ("nodes", "span")
+    __slots__ = ("call_key", "nodes", "span")
 
     def __init__(self) -> None:
         self.nodes = NodeCounts()
         self.span: trace.Span | None = None
+        self.call_key: str | None = None
 
 
 def _ran_to_end(tally: _Tally | None, kwargs: Mapping[str, Any]) -> bool:

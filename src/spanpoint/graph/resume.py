@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from langgraph.types import Command
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanContext, TraceFlags
 
+from spanpoint import semconv
 from spanpoint.errors import ConfigurationError, NotInterruptedError
 from spanpoint.graph.results import InterruptInfo, RunResult
 from spanpoint.graph.types import RunRequest
@@ -111,3 +114,51 @@ def _question_of(value: Any) -> str | None:
     if isinstance(value, Mapping) and isinstance(value.get("question"), str):
         return str(value["question"])
     return None
+
+
+# --- the link from a resume to the span that paused -----------------------------------------
+
+#: The attributes of a resume's link to the paused call's span.
+_PAUSED_LINK = {"spanpoint.link": "paused"}
+
+
+def traceparent(span: trace.Span) -> str | None:
+    """``span``'s W3C traceparent (``00-<trace>-<span>-<flags>``), None for an invalid one."""
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+def stamp_pause_origin(config: dict[str, Any], span: trace.Span) -> dict[str, Any]:
+    """``config`` with the call's span in its checkpoints' metadata (a new dict): a resume
+    found the paused checkpoint, so it finds the span that paused, in any process."""
+    parent = traceparent(span)
+    if parent is None:
+        return config
+    metadata = dict(config.get("metadata") or {})
+    metadata[semconv.CHECKPOINT_META_TRACEPARENT] = parent
+    return {**config, "metadata": metadata}
+
+
+def paused_link(parent: Any) -> Link | None:
+    """The link to the span a traceparent names; None when it is not one."""
+    if not isinstance(parent, str):
+        return None
+    parts = parent.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    try:
+        ctx = SpanContext(
+            int(parts[1], 16), int(parts[2], 16), is_remote=True,
+            trace_flags=TraceFlags(int(parts[3], 16) & 0xFF),
+        )  # fmt: skip
+    except ValueError:
+        return None
+    return Link(ctx, _PAUSED_LINK) if ctx.is_valid else None
+
+
+def link_to_pause(span: trace.Span, link: Link | None) -> None:
+    """Link ``span`` (a resume) to the span that paused, when known."""
+    if link is not None and span.is_recording():
+        span.add_link(link.context, link.attributes)

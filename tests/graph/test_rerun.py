@@ -1,0 +1,166 @@
+"""Rerun with a checkpointer, in one process (issue 15 item 4; docs/concepts.md, the rerun
+table). The crash rows, with real SIGKILLed subprocesses and SqliteSaver, are in
+tests/durable/test_durable_rerun.py; here are the rows that need no crash:
+
+- under ``strategy="calls"`` nothing commits the graph call, so a rerun of an interrupted
+  call finds the thread paused by this very call: it returns the interrupt and executes
+  nothing (before: the input was submitted again and the node ran again);
+- the same with ``ainvoke`` and LangGraph's async SQLite saver;
+- a rerun of two calls (interrupted, then resumed) returns each call's own result;
+- another input on the same thread is another call: it starts as asked;
+- a durable checkpointer inside a run gets ``durability="sync"`` unless the caller chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+import spanpoint
+from fakes import count_effect, read_effects
+from spanpoint import semconv
+from spanpoint.graph import DurabilityPolicy, GraphRunner, build_resume_request
+
+QUIET = DurabilityPolicy(warn_in_process=False)
+
+
+class State(TypedDict, total=False):
+    request: str
+    draft: str
+    sent: str
+
+
+def approval_graph(effects: Path, checkpointer: Any) -> Any:
+    def draft(state: State) -> dict[str, str]:
+        count_effect(effects, "draft")
+        return {"draft": f"reply to {state['request']}"}
+
+    def approve(state: State) -> dict[str, str]:
+        decision = interrupt({"approve": state["draft"]})
+        count_effect(effects, "send")
+        return {"sent": state["draft"] if decision == "yes" else ""}
+
+    g = StateGraph(State)
+    g.add_node("draft", draft)
+    g.add_node("approve", approve)
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "approve")
+    g.add_edge("approve", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+@pytest.fixture
+def saver(tmp_path: Path) -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(tmp_path / "langgraph.db", check_same_thread=False)
+    yield SqliteSaver(conn)
+    conn.close()
+
+
+def rerun_values(telemetry: Any, name: str) -> list[Any]:
+    spans = telemetry.graph_spans(f"invoke_workflow {name}")
+    return [s.attributes.get(semconv.GRAPH_RERUN) for s in spans]
+
+
+def test_a_rerun_of_an_interrupted_calls_strategy_call_returns_the_interrupt(
+    configured_sqlite: Any, tmp_path: Path, saver: Any
+) -> None:
+    effects = tmp_path / "effects"
+    runner = GraphRunner(approval_graph(effects, saver), name="approver", strategy="calls")
+    with spanpoint.run("R-1"):
+        first = runner.invoke({"request": "refund"}, thread_id="t")
+    with spanpoint.run("R-1"):
+        again = runner.invoke({"request": "refund"}, thread_id="t")
+    assert first.status == again.status == "interrupted"
+    assert [i.id for i in again.interrupts] == [i.id for i in first.interrupts]
+    assert again.output["__interrupt__"][0].value == {"approve": "reply to refund"}
+    assert read_effects(effects) == {"draft": 1}, "the rerun submitted the input again"
+    assert rerun_values(configured_sqlite, "approver") == [None, "returned"]
+
+
+def test_a_rerun_of_a_call_and_its_resume_returns_each_result_and_executes_nothing(
+    configured_sqlite: Any, tmp_path: Path, saver: Any
+) -> None:
+    effects = tmp_path / "effects"
+    runner = GraphRunner(approval_graph(effects, saver), name="approver", strategy="calls")
+    results = []
+    for _attempt in (1, 2):
+        with spanpoint.run("R-2"):
+            paused = runner.invoke({"request": "refund"}, thread_id="t")
+            done = runner.invoke(build_resume_request(paused, "yes"))
+        results.append((paused, done))
+    (paused1, done1), (paused2, done2) = results
+    assert paused2.status == "interrupted" and done2.status == "completed"
+    assert done2.output == done1.output == {
+        "request": "refund", "draft": "reply to refund", "sent": "reply to refund",
+    }  # fmt: skip
+    assert read_effects(effects) == {"draft": 1, "send": 1}
+    # The thread moved on after the first call: its state is its last own checkpoint.
+    assert paused2.latest_checkpoint_id == paused1.latest_checkpoint_id
+    assert rerun_values(configured_sqlite, "approver") == [None, None, "returned", "returned"]
+
+
+def test_another_input_on_the_thread_starts_as_asked(
+    configured_sqlite: Any, tmp_path: Path, saver: Any
+) -> None:
+    effects = tmp_path / "effects"
+    runner = GraphRunner(approval_graph(effects, saver), name="approver", strategy="calls")
+    with spanpoint.run("R-3"):
+        runner.invoke({"request": "refund"}, thread_id="t")
+    with spanpoint.run("R-3"):
+        other = runner.invoke({"request": "invoice"}, thread_id="t")
+    assert other.output["__interrupt__"][0].value == {"approve": "reply to invoice"}
+    assert read_effects(effects) == {"draft": 2}
+
+
+def test_async_rerun_with_the_async_sqlite_saver(configured_sqlite: Any, tmp_path: Path) -> None:
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    effects = tmp_path / "effects"
+
+    async def attempt() -> Any:
+        async with aiosqlite.connect(tmp_path / "async.db") as conn:
+            graph = approval_graph(effects, AsyncSqliteSaver(conn))
+            runner = GraphRunner(graph, name="approver", strategy="calls", durability=QUIET)
+            async with spanpoint.run("R-4"):
+                return await runner.ainvoke({"request": "refund"}, thread_id="t")
+
+    first = asyncio.run(attempt())
+    again = asyncio.run(attempt())
+    assert again.status == "interrupted"
+    assert [i.id for i in again.interrupts] == [i.id for i in first.interrupts]
+    assert read_effects(effects) == {"draft": 1}
+    assert rerun_values(configured_sqlite, "approver") == [None, "returned"]
+
+
+@pytest.mark.parametrize("chosen", [None, "async"])
+def test_a_durable_checkpointer_in_a_run_defaults_to_sync_durability(
+    configured_sqlite: Any,
+    tmp_path: Path,
+    saver: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    chosen: str | None,
+) -> None:
+    graph = approval_graph(tmp_path / "effects", saver)
+    seen: list[Any] = []
+    stream = graph.stream
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("durability"))
+        return stream(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "stream", spy)
+    runner = GraphRunner(graph, name="approver", strategy="calls")
+    extra = {"durability": chosen} if chosen else {}
+    with spanpoint.run("R-5"):
+        runner.invoke({"request": "refund"}, thread_id="t", **extra)
+    runner.invoke({"request": "other"}, thread_id="t2")  # outside a run: LangGraph's default
+    assert seen == [chosen or "sync", None]

@@ -1,0 +1,105 @@
+"""A resume links to the span that paused, in this process or in another one later (issue 15
+item 5). The pausing call writes its span's traceparent into LangGraph's checkpoint metadata;
+the resume reads it with the thread's state and links to it, next to its
+``gen_ai.agent.resumed`` event with the interrupt ids and ``gen_ai.agent.resumed_from.*``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from spanpoint import semconv
+from spanpoint.graph import DurabilityPolicy, GraphRunner, build_resume_request
+
+QUIET = DurabilityPolicy(warn_in_process=False)
+
+
+class State(TypedDict, total=False):
+    answer: str
+
+
+def ask(state: State) -> dict[str, str]:
+    return {"answer": str(interrupt("approve?"))}
+
+
+def graph(db: Path) -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    g = StateGraph(State)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    conn = sqlite3.connect(db, check_same_thread=False)
+    return g.compile(checkpointer=SqliteSaver(conn))
+
+
+def paused_links(span: Any) -> list[tuple[str, str]]:
+    return [
+        (format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"))
+        for link in span.links
+        if (link.attributes or {}).get("spanpoint.link") == "paused"
+    ]
+
+
+def resumed_event(span: Any) -> Any:
+    [event] = [e for e in span.events if e.name == semconv.EVENT_AGENT_RESUMED]
+    return event
+
+
+def test_a_resume_in_the_same_process_links_to_the_paused_span(
+    configured: Any, tmp_path: Path
+) -> None:
+    runner = GraphRunner(graph(tmp_path / "lg.db"), name="approver", durability=QUIET)
+    paused = runner.invoke({"answer": ""}, thread_id="t")
+    runner.invoke(build_resume_request(paused, "yes"))
+    _, resume = configured.graph_spans("invoke_workflow approver")
+    assert paused_links(resume) == [(paused.trace_id, paused.span_id)]
+    event = resumed_event(resume)
+    assert list(event.attributes[semconv.LANGGRAPH_INTERRUPT_IDS]) == [paused.interrupts[0].id]
+    assert event.attributes[semconv.GEN_AI_AGENT_RESUMED_FROM_ID] == paused.interrupts[0].id
+
+
+PAUSE_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from opentelemetry.sdk.trace import TracerProvider
+import spanpoint
+from test_resume_link import QUIET, graph
+spanpoint.configure(tracer_provider=TracerProvider(), store=spanpoint.MemoryStore())
+runner = spanpoint.GraphRunner(graph({db!r}), name="approver", durability=QUIET)
+paused = runner.invoke({{"answer": ""}}, thread_id="t")
+print(json.dumps([paused.trace_id, paused.span_id, paused.interrupts[0].id]))
+"""
+
+
+def test_a_resume_in_another_process_links_to_the_span_that_paused(
+    configured: Any, tmp_path: Path
+) -> None:
+    db = tmp_path / "lg.db"
+    script = PAUSE_SCRIPT.format(tests=str(Path(__file__).parent), db=str(db))
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+        timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    trace_id, span_id, interrupt_id = json.loads(done.stdout.strip().splitlines()[-1])
+    from langgraph.types import Command
+
+    runner = GraphRunner(graph(db), name="approver", durability=QUIET)  # knows nothing of it
+    result = runner.invoke(Command(resume="yes"), thread_id="t")
+    assert result.output == {"answer": "yes"}
+    [resume] = configured.graph_spans("invoke_workflow approver")
+    assert paused_links(resume) == [(trace_id, span_id)]
+    assert resume.context.trace_id != int(trace_id, 16), "precondition: another trace"
+    event = resumed_event(resume)
+    assert list(event.attributes[semconv.LANGGRAPH_INTERRUPT_IDS]) == [interrupt_id]
+    assert event.attributes[semconv.GEN_AI_AGENT_RESUMED_FROM_TYPE] == "pause"

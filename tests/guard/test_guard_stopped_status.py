@@ -1,0 +1,102 @@
+"""A run the guard stopped has its own status, ``stopped`` (issue 15 item 7).
+
+Before, a guard-stopped run reported ``completed``: a viewer counted a run that gave up as a
+run that did its job. Now ``stopped`` is in the ``RunResult``, ``run.status``, the run span's
+``spanpoint.run.status``, the graph call's summary record, the graph-call metric, the store's
+run record and so ``spanpoint show``, executed and replayed alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from guard_fakes import ScriptedModel, stuck_on_search
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from typer.testing import CliRunner
+
+import spanpoint
+from signals import Signals, install_signals
+from spanpoint import semconv
+from spanpoint.cli import app
+from spanpoint.graph import DurabilityPolicy, GraphRunner
+
+QUIET = DurabilityPolicy(warn_in_process=False)
+QUESTION = {"messages": [HumanMessage("What is the meaning of life?")]}
+
+
+@tool
+def search(query: str, limit: int = 3) -> str:
+    """Search the documentation."""
+    return "No results."
+
+
+def stuck_agent() -> Any:
+    guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+    return create_agent(
+        ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
+        checkpointer=InMemorySaver(), name="stuck",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def signals(configured_sqlite: Any) -> Iterator[Signals]:
+    installed = install_signals()
+    yield installed
+    installed.logger_provider.shutdown()
+    installed.meter_provider.shutdown()
+
+
+@pytest.mark.parametrize("strategy", ["graph_call", "calls"])
+def test_a_guard_stopped_run_is_stopped_everywhere(
+    configured_sqlite: Any, signals: Signals, sqlite_store: Any, strategy: str
+) -> None:
+    runner = GraphRunner(stuck_agent(), name="stuck", strategy=strategy, durability=QUIET)
+    results, runs = [], []
+    for _attempt in (1, 2):  # the second attempt replays (graph_call) or re-runs (calls)
+        with spanpoint.run("ticket-stuck") as run:
+            results.append(runner.invoke(QUESTION, thread_id=f"t-{strategy}"))
+        runs.append(run)
+    assert [r.output.get("guard_terminated") for r in results] == [True, True]
+    assert [r.status for r in results] == ["stopped", "stopped"]
+    assert [r.status for r in runs] == ["stopped", "stopped"]
+    roots = configured_sqlite.runs()
+    assert [s.attributes[semconv.RUN_STATUS] for s in roots] == ["stopped", "stopped"]
+    if strategy == "graph_call":
+        assert results[1].replayed
+        bodies = [r.log_record.body for r in signals.summaries()]
+        assert [b["status"] for b in bodies] == ["stopped", "stopped"]
+        calls = signals.points(semconv.METRIC_GRAPH_CALLS)
+        assert {p.attributes[semconv.STATUS] for p in calls} == {"stopped"}
+    [record] = sqlite_store.list_runs()
+    assert record.status == "stopped"
+    shown = CliRunner().invoke(
+        app, ["show", "ticket-stuck", "--store", str(Path(sqlite_store.path))], terminal_width=200
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "last status stopped" in shown.output
+
+
+def test_a_run_that_completes_after_a_stop_is_completed(configured: Any) -> None:
+    """The last call decides: a completed call after a stopped one leaves the run completed."""
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class S(TypedDict, total=False):
+        done: bool
+
+    g = StateGraph(S)
+    g.add_node("n", lambda s: {"done": True})
+    g.add_edge(START, "n")
+    g.add_edge("n", END)
+    plain = GraphRunner(g.compile(), name="plain", durability=QUIET)
+    stuck = GraphRunner(stuck_agent(), name="stuck", durability=QUIET)
+    with spanpoint.run("ticket-after") as run:
+        assert stuck.invoke(QUESTION, thread_id="t-a").status == "stopped"
+        assert plain.invoke({}, thread_id="t-b").status == "completed"
+    assert run.status == "completed"
