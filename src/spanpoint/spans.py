@@ -3,11 +3,11 @@
 Every path that ends a spanpoint span shares these helpers: boundaries (``spanpoint.boundary``),
 span-only calls (``boundary.span_call`` with ``replay=False``), ``GraphRunner``'s traced-only
 calls and streams (``spanpoint.graph``) and the zero-code patches
-(``spanpoint.instrumentation``). LangGraph's control flow travels as exceptions
-(``GraphInterrupt`` for ``interrupt()``, ``ParentCommand`` for ``Command(graph=PARENT)``); on
-a span-only call those are a pause, not an error — the span gets a ``gen_ai.agent.paused``
-event and no ERROR status (:func:`fail_span`); :func:`end_failed` is the error path of a
-graph call that ran.
+(``spanpoint.instrumentation``). LangGraph's control flow travels as exceptions, and one
+rule (:func:`fail`) holds on every path: a ``GraphInterrupt`` (``interrupt()``) is a pause —
+the ``gen_ai.agent.paused`` event and the pause attributes, no ERROR; any other
+``GraphBubbleUp`` (``ParentCommand`` for ``Command(graph=PARENT)``, a swarm or supervisor
+handoff) is neither an error nor a pause — no status, no event; anything else is an error.
 
 It knows nothing of runs, settings or stores: the capture policy comes from
 ``spanpoint.capture.default_policy()``.
@@ -45,24 +45,30 @@ def end_ok(span: trace.Span, attributes: Mapping[str, Any] | None = None) -> Non
     span.end()
 
 
-def end_failed(span: trace.Span, exc: BaseException) -> None:
-    """End a graph call's span as failed: the redacted exception, ERROR, ``status=failed``."""
+def fail(span: trace.Span, exc: BaseException) -> str:
+    """Record why ``span`` did not end OK, without ending it: the one rule for every path.
+
+    Returns the outcome: ``"interrupted"`` (a ``GraphInterrupt``: the paused event and the
+    pause on the span), ``"handoff"`` (any other ``GraphBubbleUp``, such as a
+    ``ParentCommand``: LangGraph's control flow, recorded as nothing) or ``"error"`` (the
+    redacted exception, ERROR, ``error.type`` and ``spanpoint.status=failed``).
+    """
+    if is_interrupt(exc):
+        if span.is_recording():
+            paused_event(span, interrupt_ids(exc), interrupt_values(exc))
+        return "interrupted"
+    if is_control_flow(exc):
+        return "handoff"
     if span.is_recording():
         record_failure(span, exc)  # message and stack trace redacted
         span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
         span.set_attribute(semconv.STATUS, "failed")
-    span.end()
+    return "error"
 
 
 def fail_span(span: trace.Span, exc: BaseException) -> None:
-    """End a span-only call's span: a pause for LangGraph's control flow, else an error."""
-    if span.is_recording():
-        if is_control_flow(exc):
-            # An interrupt or a Command to the parent graph: LangGraph's control flow.
-            paused_event(span, interrupt_ids(exc), interrupt_values(exc))
-        else:
-            record_failure(span, exc)  # message and stack trace redacted
-            span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+    """End ``span`` after ``exc`` ended its work, by the rule of :func:`fail`."""
+    fail(span, exc)
     span.end()
 
 

@@ -58,7 +58,7 @@ def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> It
         _end_stream(call, span, recorder, req, started, None, closed_early=True)
         raise
     except BaseException as exc:  # cancelled or interrupted too: end the span
-        spans.end_failed(span, exc)
+        spans.fail_span(span, exc)
         call.summarize(req, started, None, exc, {"chunks": recorder.count})
         raise
     _end_stream(call, span, recorder, req, started, snapshot)
@@ -87,7 +87,7 @@ async def astream_graph(
         _end_stream(call, span, recorder, req, started, None, closed_early=True)
         raise
     except BaseException as exc:  # cancelled or interrupted too: end the span
-        spans.end_failed(span, exc)
+        spans.fail_span(span, exc)
         call.summarize(req, started, None, exc, {"chunks": recorder.count})
         raise
     _end_stream(call, span, recorder, req, started, snapshot)
