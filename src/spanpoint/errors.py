@@ -2,6 +2,7 @@
 
 Catch :class:`SpanpointError` for everything spanpoint raises on its own behalf. Exceptions
 raised by user code inside a boundary are never wrapped: they propagate unchanged.
+:class:`RunWaiting` is no error and stands outside that tree (a ``BaseException``).
 """
 
 from __future__ import annotations
@@ -92,11 +93,15 @@ class WaitInsideBoundaryError(SpanpointError):
     """``wait_for_input`` was called inside a boundary body (a step, a graph node, a tool)."""
 
 
-class RunWaiting(SpanpointError):
+class RunWaiting(BaseException):
     """Raised inside a run by ``wait_for_input`` when the input has not been provided yet.
 
     ``spanpoint.run(...)`` catches it: the run ends with status ``waiting`` and the wait is
     stored. Provide the value (``spanpoint input RUN_ID NAME --json VALUE``) and run again.
+
+    A control-flow signal, not an error: it derives from ``BaseException`` (as Temporal's
+    ``ContinueAsNewError`` and ``asyncio.CancelledError`` do), so neither ``except
+    SpanpointError`` nor ``except Exception`` in the run's code swallows a durable wait.
     """
 
     def __init__(self, run_id: str, name: str, question: str | None = None) -> None:
@@ -148,3 +153,12 @@ class GuardConcurrentResumeError(GuardResumeError):
 
 class GuardResumeArgumentError(GuardResumeError, ValueError):
     """A resume argument is unusable: an empty correction or a grant that is not 1, 2, …"""
+
+
+class CassetteMissError(SpanpointError):
+    """A call inside ``spanpoint.cassette`` is not in the cassette, and the mode replays only.
+
+    The message names the call, the nearest recorded call, and what changed (which message,
+    tool definition or model setting); record again (mode ``new_episodes`` or ``all``) when
+    the change is intended.
+    """
