@@ -33,7 +33,7 @@ from spanpoint.errors import ConfigurationError
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
 from spanpoint.telemetry import exporters as _exporters
-from spanpoint.telemetry import set_meter_source
+from spanpoint.telemetry import set_logger_source, set_meter_source
 
 DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
 
@@ -328,6 +328,8 @@ def _add_default_exporter(
     return resolved.describe(str(path))
 
 
-# Instruments (spanpoint.telemetry.metrics) find the meter provider through this source, so the
-# telemetry plumbing follows configure() without importing config.
+# Instruments (spanpoint.telemetry.metrics) find the meter provider through this source, and
+# the guard's log records the logger provider, so the telemetry plumbing follows configure()
+# without importing config.
 set_meter_source(lambda: settings().meter_provider)
+set_logger_source(lambda: settings().logger_provider)

@@ -3,6 +3,12 @@
 Checks set attributes on the current span (step index, tokens, cost, breaker state);
 detections, reflections, recoveries, terminations and resumes are span events; counters
 count detections by pattern and terminations by reason. All names live in ``semconv``.
+
+The counters come from ``spanpoint.telemetry.metrics`` on spanpoint's meter provider (the one
+its own metrics go to) unless a ``meter_provider`` is given. When no span records (a guarded
+graph run with no spanpoint or application span around it), each event is a log record of
+the same name and attributes on spanpoint's logger provider instead, so a detection is never
+lost: docs/design-notes.md, "Guard telemetry".
 """
 
 from __future__ import annotations
@@ -11,37 +17,29 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry._logs import SeverityNumber
 
-from spanpoint import semconv
+from spanpoint import semconv, telemetry
+from spanpoint._version import __version__
 from spanpoint.guard.detectors import Detection
+from spanpoint.telemetry._per_provider import PerProvider
+from spanpoint.telemetry.metrics import GuardInstruments, guard_instruments
 
 
 class GuardTelemetry:
     """Span attributes, span events and metric instruments for one guard.
 
-    Instruments come from ``meter_provider`` (default: the global provider, which forwards
-    to whatever SDK provider the application installs later).
+    Instruments come from ``meter_provider`` when given, else from spanpoint's meter provider
+    at the time of each measurement (``configure()`` may come after the guard is built).
     """
 
-    __slots__ = ("_detections", "_reflections", "_terminations")
+    __slots__ = ("_fixed",)
 
     def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
-        meter = metrics.get_meter(semconv.INSTRUMENTATION_NAME, meter_provider=meter_provider)
-        self._detections = meter.create_counter(
-            semconv.METRIC_GUARD_DETECTIONS,
-            unit="{detection}",
-            description="Loop patterns and budget overruns the guard detected, by pattern.",
-        )
-        self._reflections = meter.create_counter(
-            semconv.METRIC_GUARD_REFLECTIONS,
-            unit="{reflection}",
-            description="Reflection messages the guard sent to the model, by pattern.",
-        )
-        self._terminations = meter.create_counter(
-            semconv.METRIC_GUARD_TERMINATIONS,
-            unit="{termination}",
-            description="Runs the guard stopped, by reason.",
-        )
+        self._fixed = guard_instruments(meter_provider) if meter_provider is not None else None
+
+    def _instruments(self) -> GuardInstruments:
+        return self._fixed if self._fixed is not None else guard_instruments()
 
     def check(self, counters: Mapping[str, Any]) -> None:
         """Record the guard's view of the run on the current span."""
@@ -60,7 +58,8 @@ class GuardTelemetry:
 
     def detection(self, detection: Detection, step: int, mode: str) -> None:
         """A detector fired (or, in observe mode, a budget was overrun)."""
-        self._detections.add(1, {semconv.GUARD_PATTERN: detection.pattern, "mode": mode})
+        attrs = {semconv.GUARD_PATTERN: detection.pattern, "mode": mode}
+        self._instruments().detections.add(1, attrs)
         _event(
             semconv.EVENT_GUARD_DETECTION,
             {
@@ -75,7 +74,7 @@ class GuardTelemetry:
 
     def reflection(self, pattern: str, step: int, used: int, allowed: int) -> None:
         """A reflection message was scheduled for the next model call."""
-        self._reflections.add(1, {semconv.GUARD_PATTERN: pattern})
+        self._instruments().reflections.add(1, {semconv.GUARD_PATTERN: pattern})
         _event(
             semconv.EVENT_GUARD_REFLECTION,
             {
@@ -95,7 +94,7 @@ class GuardTelemetry:
 
     def terminated(self, termination: Mapping[str, Any]) -> None:
         """The guard stopped the run."""
-        self._terminations.add(
+        self._instruments().terminations.add(
             1, {semconv.GUARD_REASON: termination["reason"], "kind": termination["kind"]}
         )
         _event(
@@ -124,7 +123,21 @@ class GuardTelemetry:
         )
 
 
+_logger: PerProvider[Any] = PerProvider(
+    lambda provider: provider.get_logger(semconv.INSTRUMENTATION_NAME, __version__)
+)
+
+
 def _event(name: str, attributes: Mapping[str, Any]) -> None:
+    """An event on the current span; with no recording span, a log record of that name."""
     span = trace.get_current_span()
     if span.is_recording():
         span.add_event(name, dict(attributes))
+        return
+    _logger(telemetry.logger_provider()).emit(
+        event_name=name,
+        body=name,
+        attributes=dict(attributes),
+        severity_number=SeverityNumber.INFO,
+        severity_text="INFO",
+    )

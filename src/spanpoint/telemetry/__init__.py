@@ -1,8 +1,9 @@
 """OpenTelemetry plumbing that knows nothing of runs: exporters, providers, local files.
 
 :func:`meter_provider` is the one place instruments (``telemetry.metrics``) find spanpoint's
-meter provider. ``spanpoint.config`` installs its source (the settings) when it is imported,
-so the plumbing follows ``configure()`` without importing ``config``; it lives here, in the
+meter provider, and :func:`logger_provider` the one place log records find its logger
+provider. ``spanpoint.config`` installs their source (the settings) when it is imported, so
+the plumbing follows ``configure()`` without importing ``config``; it lives here, in the
 package itself, so installing it loads no module.
 """
 
@@ -30,3 +31,23 @@ def set_meter_source(source: Callable[[], Any]) -> None:
 def meter_provider() -> Any:
     """spanpoint's meter provider now: the configured one (the global one until then)."""
     return _meter_source()
+
+
+def _global_logger_provider() -> Any:
+    from opentelemetry import _logs  # for import time: the logs API loads with the first record
+
+    return _logs.get_logger_provider()
+
+
+_logger_source: Callable[[], Any] = _global_logger_provider
+
+
+def set_logger_source(source: Callable[[], Any]) -> None:
+    """Where :func:`logger_provider` finds the provider (``spanpoint.config`` sets it)."""
+    global _logger_source
+    _logger_source = source
+
+
+def logger_provider() -> Any:
+    """spanpoint's logger provider now: the configured one (the global one until then)."""
+    return _logger_source()

@@ -177,3 +177,39 @@ def count_boundaries(counts: Mapping[tuple[str, str], int]) -> None:
     counter = _current_instruments().boundaries
     for (kind, outcome), value in counts.items():
         counter.add(value, {semconv.BOUNDARY_KIND: kind, semconv.OUTCOME: outcome})
+
+
+# --- the guard's counters ----------------------------------------------------------------------
+
+
+class GuardInstruments:
+    """The loop guard's counters on one meter provider, with spanpoint's scope and version."""
+
+    __slots__ = ("detections", "reflections", "terminations")
+
+    def __init__(self, provider: Any) -> None:
+        meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
+        self.detections = meter.create_counter(
+            semconv.METRIC_GUARD_DETECTIONS,
+            unit="{detection}",
+            description="Loop patterns and budget overruns the guard detected, by pattern.",
+        )
+        self.reflections = meter.create_counter(
+            semconv.METRIC_GUARD_REFLECTIONS,
+            unit="{reflection}",
+            description="Reflection messages the guard sent to the model, by pattern.",
+        )
+        self.terminations = meter.create_counter(
+            semconv.METRIC_GUARD_TERMINATIONS,
+            unit="{termination}",
+            description="Runs the guard stopped, by reason.",
+        )
+
+
+_guard_instruments: PerProvider[GuardInstruments] = PerProvider(GuardInstruments)
+
+
+def guard_instruments(provider: Any = None) -> GuardInstruments:
+    """The guard's counters on ``provider``, else on spanpoint's meter provider *now*
+    (:func:`spanpoint.telemetry.meter_provider`): the one spanpoint's own metrics go to."""
+    return _guard_instruments(provider if provider is not None else telemetry.meter_provider())
