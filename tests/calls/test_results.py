@@ -9,15 +9,22 @@ replayed exactly (warned, not committed, executed again).
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.graph.message import add_messages
+from langgraph.prebuilt import InjectedState
 from langgraph.types import Command, Send
 from pydantic import BaseModel
 
-from spanpoint import serde
+import spanpoint
+from fakes import ConversationModel, count_effect, read_effects
+from spanpoint import semconv, serde
 from spanpoint.calls.results import (
     NotReplayable,
     capture_writes,
@@ -85,7 +92,7 @@ def test_send_args_and_removals_are_re_bound_by_position() -> None:
     answer = ToolMessage("ok", tool_call_id="c1")
     out = Command(
         graph=Command.PARENT,
-        goto=[Send("billing", {"messages": [*first, answer]})],
+        goto=[Send("billing", {"messages": [*first, answer]}, timeout=30.0)],
         update={"messages": [RemoveMessage(id="h1")]},
     )
     saved = stored(encode_tool_result(out, [], first))  # no call id: placed by the input
@@ -93,6 +100,7 @@ def test_send_args_and_removals_are_re_bound_by_position() -> None:
     again = replay_tool_result(saved, input_messages=now, tool_call_id=None, config=None)
     [send] = again.goto
     assert send.node == "billing" and send.arg["messages"][:2] == now
+    assert send.timeout == out.goto[0].timeout, "the Send lost its timeout"
     assert send.arg["messages"][2].tool_call_id == "c2"
     assert again.update["messages"][0].id == "h2"
 
@@ -113,6 +121,25 @@ def test_minted_messages_keep_their_ids_and_a_tool_message_gets_the_current_call
                                       [], None))  # fmt: skip
     out = replay_tool_result(plain, input_messages=None, tool_call_id="c9", config=None)
     assert out.tool_call_id == "c9" and out.artifact == {"n": 42} and out.content == "42"
+
+
+class Quote(BaseModel):
+    amount: int
+
+
+def test_a_pydantic_artifact_reads_back_as_itself() -> None:
+    """LangGraph's writer stores a message's fields as plain data: the artifact goes beside."""
+    serde.set_allowed_types([Quote])
+    try:
+        message = ToolMessage("quoted", tool_call_id="c1", artifact=Quote(amount=42))
+        assert type(stored(message).artifact) is dict, "the writer no longer flattens it"
+        for output in (message, Command(update={"messages": [message]})):
+            saved = stored(encode_tool_result(output, [], [], tool_call_id="c1"))
+            out = replay_tool_result(saved, input_messages=[], tool_call_id="c2", config=None)
+            again = out if isinstance(out, ToolMessage) else out.update["messages"][0]
+            assert again.artifact == Quote(amount=42) and again.tool_call_id == "c2"
+    finally:
+        serde.set_allowed_types([])
 
 
 def test_a_changed_input_is_not_replayed() -> None:
@@ -183,3 +210,119 @@ def test_input_messages_come_from_state_injected_state_or_the_runtime() -> None:
     assert input_messages_of(None, call) is messages
     assert input_messages_of(None, {"state": {"messages": messages}}) is messages
     assert input_messages_of(None, {"x": 1}) is None
+
+
+# --- end to end through CheckpointMiddleware ---------------------------------------------
+
+
+def executed(telemetry: Any) -> list[str]:
+    """The boundaries that executed (not replayed) since the last call; clears the exporter."""
+    spans = telemetry.exporter.get_finished_spans()
+    telemetry.exporter.clear()
+    return [s.name for s in spans if (s.attributes or {}).get(semconv.REPLAYED) is False]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
+def test_deep_agents_files_survive_a_replay(configured: Any, use_async: bool) -> None:
+    """write_file returns a bare ToolMessage; the file goes out through the task's send."""
+    deepagents = pytest.importorskip("deepagents")
+    plan = [[{"name": "write_file", "args": {"file_path": "/plan.md", "content": "Refund 42."}}]]
+
+    def agent() -> Any:
+        model = ConversationModel(plan=plan, final="Planned.")
+        return deepagents.create_deep_agent(
+            model=model, middleware=[spanpoint.CheckpointMiddleware()]
+        )
+
+    request = {"messages": [{"role": "user", "content": "Plan the refund."}]}
+
+    def attempt() -> Any:
+        if not use_async:
+            with spanpoint.run("deep-files"):
+                return agent().invoke(request)
+
+        async def main() -> Any:
+            async with spanpoint.run("deep-files"):
+                return await agent().ainvoke(request)
+
+        return asyncio.run(main())
+
+    first = attempt()
+    assert first["files"]["/plan.md"]["content"] == "Refund 42."
+    assert "execute_tool write_file" in executed(configured)
+    second = attempt()
+    assert executed(configured) == [], "the rerun executed calls"
+    assert second["files"] == first["files"], "the file written in attempt 1 was lost"
+    assert [m.content for m in second["messages"]] == [m.content for m in first["messages"]]
+
+
+def swarm_like_agent(effects: Path) -> Any:
+    """An agent whose tool returns a Command carrying the whole conversation (swarm's shape)."""
+
+    @tool
+    def hand_over(
+        state: Annotated[dict[str, Any], InjectedState],
+        tool_call_id: Annotated[str, InjectedToolCallId],
+    ) -> Command[Any]:
+        """Hand the conversation over."""
+        count_effect(effects, "hand_over")
+        answer = ToolMessage("handed over", name="hand_over", tool_call_id=tool_call_id)
+        return Command(update={"messages": [*state["messages"], answer]})
+
+    model = ConversationModel(plan=[[{"name": "hand_over", "args": {}}]], final="Over to you.")
+    return create_agent(model, [hand_over], middleware=[spanpoint.CheckpointMiddleware()])
+
+
+def test_a_command_with_the_whole_conversation_replays_without_duplicates(
+    configured: Any, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.txt"
+    request = {"messages": [{"role": "user", "content": "Please hand me over."}]}
+    runs = []
+    for _ in range(3):
+        with spanpoint.run("handover"):
+            out = swarm_like_agent(effects).invoke(request)
+        runs.append(([m.type for m in out["messages"]], executed(configured)))
+    assert runs[0][0] == ["human", "ai", "tool", "ai"]
+    assert [types for types, _ in runs] == [runs[0][0]] * 3, "a replay duplicated messages"
+    assert [done for _, done in runs[1:]] == [[], []]
+    assert read_effects(effects) == {"hand_over": 1}
+
+
+def test_a_result_that_cannot_be_replayed_is_not_committed_and_executes_again(
+    configured: Any, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.txt"
+
+    class Handover(BaseModel):
+        messages: list[Any]
+
+    @tool
+    def opaque(tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Return messages inside a model spanpoint cannot walk."""
+        count_effect(effects, "opaque")
+        return Command(update=Handover(messages=[ToolMessage("x", tool_call_id=tool_call_id)]))
+
+    def agent() -> Any:
+        model = ConversationModel(plan=[[{"name": "opaque", "args": {}}]])
+        return create_agent(model, [opaque], middleware=[spanpoint.CheckpointMiddleware()])
+
+    request = {"messages": [{"role": "user", "content": "go"}]}
+    for _ in range(2):
+        with spanpoint.run("opaque") as scope:
+            agent().invoke(request)
+        assert any("opaque" in w and "not committed" in w for w in scope.warnings)
+    assert read_effects(effects) == {"opaque": 2}
+    assert "opaque" not in {cp.name for cp in configured.store.list_checkpoints("opaque")}
+
+
+def test_a_replay_whose_input_changed_executes_again(configured: Any, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.txt"
+    for text in ("Please hand me over.", "Hand me over, now."):
+        request = {"messages": [{"role": "user", "content": text}]}
+        with spanpoint.run("changed") as scope:
+            out = swarm_like_agent(effects).invoke(request)
+        assert [m.type for m in out["messages"]] == ["human", "ai", "tool", "ai"]
+        assert out["messages"][0].content == text
+    assert read_effects(effects) == {"hand_over": 2}, "a Command of another input was replayed"
+    assert any("input changed" in w for w in scope.warnings)

@@ -12,8 +12,9 @@ Identity (never stored, only hashed):
 
 - a model call: the model's identity and settings, the messages (without the ids LangChain
   assigns at run time), the tool definitions, the system prompt and the response format;
-- a tool call: the tool name, its arguments and its call id; repeated identical calls get
-  ordinals 0, 1, … (per parent and input), so each replays its own recording in order.
+- a tool call: the tool name and its arguments, never its call id (a provider mints a new
+  one on every real call); repeated identical calls get ordinals 0, 1, … (per parent and
+  input), so each replays its own recording in order.
 
 What is stored for humans (``Checkpoint.view``) is structural and redacted: message counts,
 message types and sizes, tool names, tool arguments after the capture policy's redaction.
@@ -24,6 +25,12 @@ a ``Command`` that an inner middleware adds to a model call would not be replaye
 
 What is replayed, and what is not:
 
+- a tool call replays its whole result (``spanpoint.calls.results``): the ``ToolMessage``
+  with its artifact, or the ``Command`` with its update, ``goto`` and graph, *and* the channel
+  writes the tool made while it ran (Deep Agents' files). Input messages inside it are
+  re-bound by position to the current run's, and its ``ToolMessage`` to the current call id,
+  so a replayed handoff appends nothing twice; a result that cannot be re-bound exactly is
+  not committed (or not replayed): a warning, and the tool executes again;
 - a call whose span ended OK is replayed, including a tool error that LangChain turned into
   an error ``ToolMessage`` (the model already read it; the replay feeds it the same);
 - a call that raised, or was killed before its span ended, executes again — so a tool is
@@ -56,6 +63,7 @@ from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.calls import identity as call_identity
+from spanpoint.calls import results
 from spanpoint.calls.attributes import (
     describe_model_response,
     describe_tool_result,
@@ -136,11 +144,26 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
-        """Run the tool call as an ``execute_tool`` boundary (replayed when committed)."""
-        spec = self._tool_spec(request)
+        """Run the tool call as an ``execute_tool`` boundary (replayed when committed).
+
+        What is committed is the whole result (``spanpoint.calls.results``): the returned
+        ``ToolMessage`` or ``Command`` and the channel writes the tool made while it ran.
+        """
+        writes: list[results.Write] = []
+        spec = self._tool_spec(request, writes)
         if spec is None:
             return handler(request)
-        return span_call(spec, handler, request)
+        if not spec.replay:
+            return span_call(spec, handler, request)  # type: ignore[no-any-return]
+
+        def execute(request: ToolCallRequest) -> ToolResult:
+            with results.recording_writes(_tool_config(request)) as recorded:
+                try:
+                    return handler(request)
+                finally:
+                    writes.extend(recorded)
+
+        return span_call(spec, execute, request)  # type: ignore[no-any-return]
 
     async def awrap_tool_call(
         self,
@@ -148,10 +171,21 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
         """The async form of :meth:`wrap_tool_call`, with the same replay guarantees."""
-        spec = self._tool_spec(request)
+        writes: list[results.Write] = []
+        spec = self._tool_spec(request, writes)
         if spec is None:
             return await handler(request)
-        return await aspan_call(spec, handler, request)
+        if not spec.replay:
+            return await aspan_call(spec, handler, request)  # type: ignore[no-any-return]
+
+        async def execute(request: ToolCallRequest) -> ToolResult:
+            with results.recording_writes(_tool_config(request)) as recorded:
+                try:
+                    return await handler(request)
+                finally:
+                    writes.extend(recorded)
+
+        return await aspan_call(spec, execute, request)  # type: ignore[no-any-return]
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -233,7 +267,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             }
         return spec
 
-    def _tool_spec(self, request: ToolCallRequest) -> BoundarySpec | None:
+    def _tool_spec(
+        self, request: ToolCallRequest, writes: list[results.Write]
+    ) -> BoundarySpec | None:
         call = request.tool_call
         name = str(call.get("name") or "tool")
         mode, run_id = self._mode(self.policy.tool_mode(name))
@@ -257,9 +293,20 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         )
         if checkpoint:
             try:
-                spec.fingerprint = call_identity.tool_call_fingerprint(name, args, call_id)
+                spec.fingerprint = call_identity.tool_call_fingerprint(name, args, request.tool)
             except UnfingerprintableInputError as exc:
                 return _not_cacheable(spec, exc)
+            # The whole result, its input messages by position (spanpoint.calls.results).
+            inputs = results.input_messages_of(request.state)
+            spec.encode = lambda output: results.encode_tool_result(
+                output, writes, inputs, tool_call_id=call_id
+            )
+            spec.decode = lambda stored: results.replay_tool_result(
+                stored,
+                input_messages=inputs,
+                tool_call_id=call_id,
+                config=_tool_config(request),
+            )
             spec.view = {
                 "operation": semconv.OP_EXECUTE_TOOL,
                 "tool": name,
@@ -270,6 +317,12 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
 
 
 # --- outputs: serialization --------------------------------------------------------------
+
+
+def _tool_config(request: ToolCallRequest) -> dict[str, Any] | None:
+    """The per-call config ToolNode invokes the tool with (its runtime's), if any."""
+    config = getattr(request.runtime, "config", None)
+    return config if isinstance(config, dict) else None
 
 
 def _not_cacheable(spec: BoundarySpec, exc: UnfingerprintableInputError) -> BoundarySpec:

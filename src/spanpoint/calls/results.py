@@ -33,6 +33,8 @@ inside a tool's value reads back as a list here exactly as it would from LangGra
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -192,14 +194,14 @@ def _walk(value: Any, fn: Callable[[BaseMessage], Any], path: str) -> Any:
     if kind is list or kind is tuple:
         return kind(_walk(v, fn, f"{path}[{i}]") for i, v in enumerate(value))
     if isinstance(value, Command):
-        return Command(
-            graph=value.graph,
-            update=_walk(value.update, fn, f"{path}.update"),
-            resume=_walk(value.resume, fn, f"{path}.resume"),
-            goto=_walk(value.goto, fn, f"{path}.goto"),
+        return _command(
+            value,
+            _walk(value.update, fn, f"{path}.update"),
+            _walk(value.resume, fn, f"{path}.resume"),
+            _walk(value.goto, fn, f"{path}.goto"),
         )
     if isinstance(value, Send):
-        return Send(value.node, _walk(value.arg, fn, f"{path}.arg"))
+        return _send(value, _walk(value.arg, fn, f"{path}.arg"))
     fields = getattr(value, "__dict__", None)
     if isinstance(fields, dict) and _holds_message(fields.values()):
         raise NotReplayable(
@@ -207,6 +209,18 @@ def _walk(value: Any, fn: Callable[[BaseMessage], Any], path: str) -> Any:
             "re-bind; return messages in a dict or a list"
         )
     return value
+
+
+def _command(command: Command[Any], update: Any, resume: Any, goto: Any) -> Command[Any]:
+    """``command`` with new update, resume and goto; every other field kept (graph, …)."""
+    return dataclasses.replace(command, update=update, resume=resume, goto=goto)
+
+
+def _send(send: Send, arg: Any) -> Send:
+    """``send`` with a new ``arg``; every other field kept (node, timeout, …)."""
+    found = copy.copy(send)
+    found.arg = arg
+    return found
 
 
 def _holds_message(values: Any) -> bool:
@@ -284,6 +298,12 @@ def encode_tool_result(
                 "messages are unknown, so that id cannot be re-bound on replay"
             )
         record: dict[str, Any] = {_REF: "msg", "m": message}
+        artifact = getattr(message, "artifact", None)
+        if artifact is not None:
+            # Stored beside the message: LangGraph's writer encodes a message's fields as
+            # plain data, so a pydantic artifact inside it would read back as a dict.
+            record["m"] = message.model_copy(update={"artifact": None})
+            record["artifact"] = artifact
         if j is not None:
             original = inputs[j]  # type: ignore[index]
             record["id_of"] = [j, original.type, original.content]
@@ -380,14 +400,9 @@ def replay_tool_result(
         if kind is list or kind is tuple:
             return kind(decode(v) for v in value)
         if isinstance(value, Command):
-            return Command(
-                graph=value.graph,
-                update=decode(value.update),
-                resume=decode(value.resume),
-                goto=decode(value.goto),
-            )
+            return _command(value, decode(value.update), decode(value.resume), decode(value.goto))
         if isinstance(value, Send):
-            return Send(value.node, decode(value.arg))
+            return _send(value, decode(value.arg))
         return value
 
     def minted(record: dict[str, Any]) -> BaseMessage:
@@ -395,6 +410,8 @@ def replay_tool_result(
         if not isinstance(message, BaseMessage):
             raise NotReplayable("a stored message reference holds no message")
         update: dict[str, Any] = {}
+        if "artifact" in record:
+            update["artifact"] = record["artifact"]
         if "id_of" in record:
             j, kind, content = record["id_of"]
             update["id"] = current(j, kind, content, f"a {message.type} message").id
