@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from spanpoint._lazy import lazy_getattr
 from spanpoint._version import __version__
 from spanpoint.calls.policy import CallCheckpointPolicy
+from spanpoint.capture import CapturePolicy
 from spanpoint.config import Settings, configure, settings
 from spanpoint.errors import (
+    CassetteMissError,
     ConfigurationError,
     CorruptCheckpointError,
     GuardConcurrentResumeError,
@@ -31,7 +33,9 @@ from spanpoint.errors import (
     GuardUnknownThreadError,
     InvalidRunIdError,
     LeaseTimeoutError,
+    MissingCheckpointerError,
     NotInRunError,
+    NotInterruptedError,
     RunWaiting,
     SerializationError,
     SpanpointError,
@@ -39,6 +43,7 @@ from spanpoint.errors import (
     StoreUnavailableError,
     UnfingerprintableInputError,
     UntrustedCheckpointError,
+    WaitInsideBoundaryError,
 )
 from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
 from spanpoint.run import current_run, run
@@ -47,6 +52,7 @@ from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_sto
 
 if TYPE_CHECKING:
     from spanpoint.calls.middleware import CheckpointMiddleware
+    from spanpoint.cassettes import cassette
     from spanpoint.graph.results import InterruptInfo, RunResult
     from spanpoint.graph.resume import build_resume_request, wait_for_interrupt
     from spanpoint.graph.runner import GraphRunner
@@ -64,6 +70,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CallCheckpointPolicy",
+    "CapturePolicy",
+    "CassetteMissError",
     "CheckpointMiddleware",
     "CheckpointSpanProcessor",
     "CheckpointStore",
@@ -90,7 +98,9 @@ __all__ = [
     "InvalidRunIdError",
     "LeaseTimeoutError",
     "MemoryStore",
+    "MissingCheckpointerError",
     "NotInRunError",
+    "NotInterruptedError",
     "RunRequest",
     "RunResult",
     "RunWaiting",
@@ -102,8 +112,10 @@ __all__ = [
     "StoreUnavailableError",
     "UnfingerprintableInputError",
     "UntrustedCheckpointError",
+    "WaitInsideBoundaryError",
     "__version__",
     "build_resume_request",
+    "cassette",
     "compile_guarded_graph",
     "configure",
     "current_run",
@@ -137,6 +149,8 @@ _LAZY = {
     "guard_graph": "spanpoint.guard",
     # CheckpointMiddleware imports langchain.agents (over a second).
     "CheckpointMiddleware": "spanpoint.calls.middleware",
+    # cassette imports LangChain's callbacks (issue 16).
+    "cassette": "spanpoint.cassettes",
 }
 
 

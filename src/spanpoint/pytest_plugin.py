@@ -20,6 +20,7 @@ import json
 import os
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -61,6 +62,10 @@ class _State:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Configure spanpoint on a private provider and instrument LangGraph/LangChain."""
+    config.addinivalue_line(
+        "markers",
+        f"{CASSETTE_MARKER}(path, *, mode='once'): run the test inside spanpoint.cassette(path)",
+    )
     # For import time: pytest loads the plugin in every session; spanpoint loads when enabled.
     import spanpoint
     from spanpoint.instrumentation import SpanpointInstrumentor
@@ -98,3 +103,55 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     total = sum(counter.counts.values())
     detail = ", ".join(f"{k}={v}" for k, v in counter.counts.most_common(6))
     terminalreporter.write_line(f"spanpoint: instrumented, {total} spans ({detail})")
+
+
+# --- cassettes (issue 16): record a test's model and tool calls once, replay them in CI -----
+
+CASSETTE_MARKER = "spanpoint_cassette"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--spanpoint-record=MODE``: the mode of every cassette in this session."""
+    group = parser.getgroup("spanpoint")
+    group.addoption(
+        "--spanpoint-record",
+        action="store",
+        default=None,
+        choices=("once", "none", "new_episodes", "all"),
+        help="record mode of spanpoint cassettes: once (default), none, new_episodes, all",
+    )
+
+
+@pytest.fixture(autouse=True)
+def _spanpoint_cassette_marker(request: pytest.FixtureRequest) -> None:
+    """A test with the marker gets the ``spanpoint_cassette`` fixture without asking for it."""
+    if request.node.get_closest_marker(CASSETTE_MARKER) is not None:
+        request.getfixturevalue("spanpoint_cassette")
+
+
+@pytest.fixture
+def spanpoint_cassette(request: pytest.FixtureRequest) -> Any:
+    """The test inside ``spanpoint.cassette(...)``: its model and tool calls come from a file.
+
+    The file is the marker's path (``@pytest.mark.spanpoint_cassette("tests/cassettes/NAME")``,
+    relative to the rootdir; ``.json`` added when it has no suffix), else
+    ``cassettes/<test module>/<test name>.json`` beside the test file. The mode is
+    ``--spanpoint-record``, else the marker's ``mode=``, else ``once``.
+    """
+    from spanpoint.cassettes import cassette  # for import time: only tests that use it pay
+
+    marker = request.node.get_closest_marker(CASSETTE_MARKER)
+    node_path = Path(str(request.node.path))
+    if marker is not None and marker.args:
+        path = Path(str(marker.args[0]))
+        if not path.is_absolute():
+            path = Path(str(request.config.rootpath)) / path
+    else:
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in request.node.name)
+        path = node_path.parent / "cassettes" / node_path.stem / name
+    if not path.suffix:
+        path = path.with_suffix(".json")
+    marker_mode = marker.kwargs.get("mode") if marker is not None else None
+    mode = request.config.getoption("--spanpoint-record") or marker_mode or "once"
+    with cassette(path, mode=mode) as active:
+        yield active
