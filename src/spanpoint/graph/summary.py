@@ -24,17 +24,18 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry._logs import LoggerProvider, SeverityNumber
-from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.metrics import MeterProvider
 
 from spanpoint import semconv
 from spanpoint._version import __version__
-from spanpoint.calls.cost import CURRENCY, run_cost
+from spanpoint.calls.cost import run_cost
 from spanpoint.config import settings
 from spanpoint.errors import SpanpointError, StoreError
 from spanpoint.graph.results import RunResult
 from spanpoint.guard.state import STATE_KEY as GUARD_STATE_KEY
 from spanpoint.run import RunScope, current_run
 from spanpoint.telemetry._per_provider import PerProvider
+from spanpoint.telemetry.metrics import graph_call_instruments, saved_cost_counter
 
 logger = logging.getLogger("spanpoint")
 
@@ -91,6 +92,8 @@ def _attempt_cost(scope: RunScope) -> dict[str, Any] | None:
     """Tokens and cost of the attempt's executed and replayed model calls so far (issue 16),
     also set on the run's root span, where ``spanpoint.replay.saved.cost.amount`` is what
     replay saved. Read from the store: the same totals ``spanpoint show`` prints later."""
+    if not any(kind == semconv.KIND_MODEL_CALL for kind, _ in scope.boundary_counts):
+        return None  # no model-call boundary in this attempt: nothing to read the store for
     try:
         cost = run_cost(
             scope.store, scope.run_id, attempt=scope.attempt, journal=list(scope.journal)
@@ -132,7 +135,8 @@ def emit_summary(
             context = trace.set_span_in_context(span)
         _emit_log(cfg.logger_provider, summary, context)
         # The context now, not the one current when the batch is recorded (exemplars).
-        _instruments(cfg.meter_provider).record(summary, context or otel_context.get_current())
+        instruments = graph_call_instruments(cfg.meter_provider)
+        instruments.record(summary, context or otel_context.get_current())
         _count_saved(cfg.meter_provider, summary)
     except Exception as exc:
         if cfg.strict:
@@ -140,13 +144,6 @@ def emit_summary(
         logger.warning("spanpoint: could not emit the run summary: %s", exc)
 
 
-_saved_counter: PerProvider[Any] = PerProvider(
-    lambda provider: provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__).create_counter(
-        semconv.METRIC_REPLAY_SAVED_COST,
-        unit=f"{{{CURRENCY}}}",  # an annotation: Prometheus names it ..._cost_total
-        description="Cost of model calls replayed instead of executed (issue 16)",
-    )
-)
 # (run id, attempt) -> the saved cost already counted: a summary holds the attempt's total so
 # far, the counter gets what is new since the attempt's previous graph call.
 _counted_saved: dict[tuple[str, int], float] = {}
@@ -165,7 +162,7 @@ def _count_saved(provider: MeterProvider, summary: Mapping[str, Any]) -> None:
         _counted_saved[key] = cost["saved"]
     if delta > 0:
         attrs = {semconv.GEN_AI_AGENT_NAME: summary["name"], semconv.STRATEGY: summary["strategy"]}
-        _saved_counter(provider).add(delta, attrs)
+        saved_cost_counter(provider).add(delta, attrs)
 
 
 _logger: PerProvider[Any] = PerProvider(
@@ -194,93 +191,3 @@ def _emit_log(provider: LoggerProvider, summary: Mapping[str, Any], context: Any
         severity_number=SeverityNumber.ERROR if failed else SeverityNumber.INFO,
         severity_text="ERROR" if failed else "INFO",
     )
-
-
-class _Instruments:
-    """The metric instruments of one meter provider.
-
-    Graph calls, replays and interrupts are observable counters over totals kept here: a
-    call adds one to a dict entry (well under a microsecond) instead of going through the
-    SDK's measurement pipeline (about 10 µs per ``add``), and the SDK reads the totals once
-    per collection. They export exactly as synchronous counters do (a monotonic cumulative
-    sum per attribute set).
-
-    Durations are recorded in batches: a call appends its duration (with the context of its
-    span, for exemplars) and the batch goes into the histogram when the SDK collects (the
-    counters' callback drains it first, so every collection holds every finished call) or
-    when :data:`_MAX_PENDING` calls are waiting (no reader collecting, or a no-op provider).
-    One record per call from a cold cache after the graph ran cost several times what it
-    costs in a loop.
-    """
-
-    def __init__(self, provider: MeterProvider) -> None:
-        meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
-        self._lock = threading.Lock()
-        self._attrs: dict[tuple[str, str, str], dict[str, str]] = {}
-        self._calls: dict[tuple[str, str, str], int] = {}
-        self._replays: dict[tuple[str, str, str], int] = {}
-        self._interrupts: dict[tuple[str, str, str], int] = {}
-        self._pending: list[tuple[float, dict[str, str], Any]] = []
-        for name, unit, description, totals in (
-            (semconv.METRIC_GRAPH_CALLS, "{call}", "Graph calls by status", self._calls),
-            (
-                semconv.METRIC_REPLAYS,
-                "{call}",
-                "Graph calls replayed from the store",
-                self._replays,
-            ),
-            (semconv.METRIC_INTERRUPTS, "{interrupt}", "Interrupts returned", self._interrupts),
-        ):
-            meter.create_observable_counter(
-                name, callbacks=[self._observer(totals)], unit=unit, description=description
-            )
-        self.duration = meter.create_histogram(
-            semconv.METRIC_GRAPH_CALL_DURATION, unit="s", description="Graph call duration"
-        )
-
-    def _observer(self, totals: dict[tuple[str, str, str], int]) -> Any:
-        def observe(options: CallbackOptions) -> list[Observation]:
-            if totals is self._calls:  # callbacks run before the SDK reads its storage
-                self.flush()
-            with self._lock:
-                current = list(totals.items())
-            return [Observation(value, self._attrs[key]) for key, value in current]
-
-        return observe
-
-    def flush(self) -> None:
-        """Record the waiting durations in the histogram."""
-        with self._lock:
-            pending, self._pending = self._pending, []
-        record = self.duration.record
-        for value, attrs, context in pending:
-            record(value, attrs, context)
-
-    def record(self, summary: Mapping[str, Any], context: Any = None) -> None:
-        """Count one graph call's summary and queue its duration (``context``: its span's)."""
-        key = (summary["name"], summary["status"], summary["strategy"])
-        interrupts = len(summary["interrupts"])
-        with self._lock:
-            attrs = self._attrs.get(key)
-            if attrs is None:
-                attrs = self._attrs[key] = {
-                    semconv.GEN_AI_AGENT_NAME: key[0],
-                    semconv.STATUS: key[1],
-                    semconv.STRATEGY: key[2],
-                }
-            self._calls[key] = self._calls.get(key, 0) + 1
-            if summary["replayed"]:
-                self._replays[key] = self._replays.get(key, 0) + 1
-            if interrupts:
-                self._interrupts[key] = self._interrupts.get(key, 0) + interrupts
-            self._pending.append((summary["duration_s"], attrs, context))
-            full = len(self._pending) >= _MAX_PENDING
-        if full:
-            self.flush()
-
-
-#: Durations waiting for a collection before they are recorded anyway.
-_MAX_PENDING = 64
-
-
-_instruments: PerProvider[_Instruments] = PerProvider(_Instruments)
