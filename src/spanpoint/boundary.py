@@ -25,14 +25,15 @@ from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import processor, semconv, serde, spans
-from spanpoint.capture import exception_text, record_failure, redact_text
+from spanpoint.capture import exception_text, redact_text
 from spanpoint.config import settings
 from spanpoint.errors import (
     LeaseTimeoutError,
+    NotReplayable,
     SerializationError,
     StoreError,
     StoreUnavailableError,
@@ -41,7 +42,7 @@ from spanpoint.errors import (
 from spanpoint.run import (
     Frame,
     RunScope,
-    current_frame,
+    boundary_parent,
     current_run,
     pop_frame,
     push_frame,
@@ -110,11 +111,16 @@ class _Call:
     def __init__(self, spec: BoundarySpec) -> None:
         self.spec = spec
         self.tracer = settings().tracer
-        scope = current_run() if spec.replay else None
-        if scope is None and spec.replay:
-            warn_outside_run(spec.name)  # a run open elsewhere, not in this context?
-        self.scope: RunScope | None = scope
-        self.parent: Frame | None = current_frame() if scope is not None else None
+        scope: RunScope | None = None
+        parent: Frame | None = None
+        if spec.replay:
+            # The run and its innermost frame, unless a registered provider anchors the
+            # boundary elsewhere (on the framework task it runs in: run.boundary_parent).
+            scope, parent = boundary_parent(current_run())
+            if scope is None:
+                warn_outside_run(spec.name)  # a run open elsewhere, not in this context?
+        self.scope = scope
+        self.parent = parent if scope is not None else None
         self.claimed = False
         self.owner = ""  # this execution's lease owner, made at the first claim
         self.holder: Claim | None = None
@@ -135,7 +141,7 @@ class _Call:
                 scope.warn(message)
                 attrs[semconv.WARNINGS] = [message]
                 self.scope = None
-                self.frame = Frame(self.path, self.key)
+                self.frame = Frame(self.path, self.key, kind=spec.kind, task=self.parent.task)
                 return
             self.ordinal = self.parent.next_ordinal(spec.name, fp)
             self.key = serde.checkpoint_key(
@@ -145,7 +151,14 @@ class _Call:
             attrs[semconv.BOUNDARY_PATH] = self.path
             attrs[semconv.BOUNDARY_ORDINAL] = self.ordinal
             attrs[semconv.CHECKPOINT_KEY] = self.key
-        self.frame = Frame(self.path, self.key)
+        parent = self.parent
+        self.frame = Frame(
+            self.path,
+            self.key,
+            kind=spec.kind,
+            task=parent.task if parent else None,
+            anchor=parent.anchor if parent and spec.kind == semconv.KIND_GRAPH_CALL else None,
+        )
 
     # --- lookup --------------------------------------------------------------------------
 
@@ -213,6 +226,10 @@ class _Call:
             output = serde.loads(cp.output_type, cp.output)
             if self.spec.decode is not None:
                 output = self.spec.decode(output)
+        except NotReplayable as exc:  # a decode hook: the output no longer fits this call
+            scope.warn(f"checkpoint of {self.path!r} cannot be replayed exactly here, executing "
+                       f"again: {exc}")  # fmt: skip
+            return _MISSING
         except Exception as exc:  # CorruptCheckpointError, or a decode hook that fails
             scope.warn(f"checkpoint of {self.path!r} is unreadable, executing again: {exc}")
             return _MISSING
@@ -242,7 +259,7 @@ class _Call:
                 self.spec.on_replay(span, output)
             except Exception as exc:  # observability is best effort
                 span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exception_text(exc)}"])
-        span.set_status(spans.STATUS_OK)
+        _ok_unless_failed(span)
         raised = _end_span(span)
         if raised is not None:
             scope.warn(
@@ -268,10 +285,7 @@ class _Call:
 
     def _describe(self, span: trace.Span, output: Any) -> None:
         if self.spec.describe is not None and span.is_recording():
-            try:
-                span.set_attributes(dict(self.spec.describe(output)))
-            except Exception as exc:  # observability is best effort
-                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
+            _describe_output(span, self.spec.describe, output)
 
     def _journal(self, scope: RunScope, span: trace.Span, status: Any, error: str | None) -> None:
         ctx = span.get_span_context()
@@ -383,14 +397,8 @@ class _Execution:
         if self.staged is not None:  # staged, then failed before the span ended (strict mode)
             ctx = self.ctx
             processor.unstage(ctx.trace_id, ctx.span_id)
-        control_flow = spans.is_control_flow(exc)
-        if span.is_recording():
-            if spans.is_interrupt(exc):
-                # The paused event, and the pause on the span where viewers look.
-                spans.paused_event(span, spans.interrupt_ids(exc), spans.interrupt_values(exc))
-            elif not control_flow:
-                record_failure(span, exc)  # message and stack trace redacted
-                span.set_attribute(semconv.ERROR_TYPE, type(exc).__qualname__)
+        # spans.fail: a pause, a handoff (neither error nor pause) or an error, as on every path.
+        control_flow = spans.fail(span, exc) != "error"
         raised = _end_span(span)  # a raising processor never replaces the body's exception
         if scope is None:
             return
@@ -606,15 +614,37 @@ def start_span(spec: BoundarySpec) -> trace.Span:
     return settings().tracer.start_span(spec.span_name, kind=spec.span_kind, attributes=attrs)
 
 
+def _describe_output(
+    span: trace.Span, describe: Callable[[Any], Mapping[str, AttributeValue]], output: Any
+) -> None:
+    """Set ``describe(output)`` on ``span``. An output described with ``error.type`` is a
+    failed call returned as a value (an error ``ToolMessage``): the span is marked ERROR, so
+    by invariant 1 it commits nothing and a rerun executes it again (issue 15 item 7)."""
+    try:
+        attrs = dict(describe(output))
+    except Exception as exc:  # observability is best effort
+        span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
+        return
+    span.set_attributes(attrs)
+    error_type = attrs.get(semconv.ERROR_TYPE)
+    if error_type:
+        span.set_status(Status(StatusCode.ERROR, str(error_type)))
+
+
+def _ok_unless_failed(span: trace.Span) -> None:
+    """Mark ``span`` OK unless :func:`_describe_output` marked it ERROR."""
+    status = getattr(span, "status", None)
+    if status is None or status.status_code is not StatusCode.ERROR:
+        span.set_status(spans.STATUS_OK)
+
+
 def end_span(spec: BoundarySpec, span: trace.Span, output: Any) -> None:
-    """End a span-only call's span OK, described by ``spec.describe(output)``."""
+    """End a span-only call's span OK (ERROR for a failure returned as a value), described by
+    ``spec.describe(output)``."""
     if span.is_recording():
         if spec.describe is not None:
-            try:
-                span.set_attributes(dict(spec.describe(output)))
-            except Exception as exc:  # observability is best effort
-                span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
-        span.set_status(spans.STATUS_OK)
+            _describe_output(span, spec.describe, output)
+        _ok_unless_failed(span)
     span.end()
 
 
