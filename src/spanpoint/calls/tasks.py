@@ -135,14 +135,15 @@ def _h(*parts: object) -> str:
 def _thread_scope(thread: str) -> RunScope:
     """The durable scope of one LangGraph thread (``SPANPOINT_DURABLE=thread``, no run)."""
     run_id = f"thread:{thread}"
+    cfg = settings()
     with _LOCK:
         scope = _THREAD_SCOPES.get(run_id)
-        if scope is not None:
+        # The configured store may change (configure() again): a scope keeps the one it had.
+        if scope is not None and scope.store is cfg.store:
             _THREAD_SCOPES.move_to_end(run_id)
             if len(scope.journal) > _MAX_JOURNAL:  # a thread scope never ends: keep it small
                 scope.journal.clear()
             return scope
-        cfg = settings()
         scope = RunScope(
             run_id=run_id,
             name=None,

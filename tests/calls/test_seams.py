@@ -1,0 +1,236 @@
+"""The model and tool seams and the task anchor (issue 15 build items 1 and 2).
+
+Model and tool calls made anywhere in a LangGraph task are boundaries inside a durable run,
+keyed by the task LangGraph executes, so a task executed again replays its completed calls;
+never two boundaries for one call; streams stay events; the seams leave no trace once the
+call that installed them ends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import InjectedState
+from langgraph.types import Command, interrupt
+
+import spanpoint
+from fakes import ConversationModel, count_effect, read_effects
+from spanpoint.calls import seams, tasks
+from spanpoint.errors import ConfigurationError
+from spanpoint.instrumentation import durable_from_env
+
+REQUEST = {"messages": [{"role": "user", "content": "ticket 42?"}]}
+
+
+class State(TypedDict, total=False):
+    request: str
+    draft: str
+    sent: str
+
+
+def kinds(telemetry: Any, run_id: str) -> list[str]:
+    return sorted(cp.kind for cp in telemetry.store.list_checkpoints(run_id))
+
+
+def test_a_middleware_call_gets_one_boundary_not_two(configured: Any, tmp_path: Path) -> None:
+    """CheckpointMiddleware's boundary is around the model and the tool already: the seams,
+    installed for the runner's call, step aside (same kind, same task execution)."""
+    effects = tmp_path / "effects.txt"
+
+    @tool
+    def lookup(ticket: int) -> str:
+        """Look a ticket up."""
+        count_effect(effects, "lookup")
+        return f"ticket {ticket}: open"
+
+    model = ConversationModel(plan=[[{"name": "lookup", "args": {"ticket": 42}}]])
+    agent = create_agent(model, [lookup], middleware=[spanpoint.CheckpointMiddleware()])
+    runner = spanpoint.GraphRunner(agent, name="support", strategy="calls")
+    with spanpoint.run("one-boundary"):
+        runner.invoke(REQUEST, thread_id="t-1")
+    assert kinds(configured, "one-boundary") == ["model_call", "model_call", "tool_call"]
+    assert len(configured.spans("chat fake-chat")) == 2
+    assert len(configured.spans("execute_tool lookup")) == 1
+    assert read_effects(effects) == {"lookup": 1}
+
+
+def draft_node_graph(effects: Path, *, stream: bool = False) -> Any:
+    model = ConversationModel(final="Dear customer, your refund is on its way.")
+
+    def draft(state: State) -> dict[str, str]:
+        messages = [HumanMessage(state["request"])]
+        if stream:
+            text = "".join(str(chunk.content) for chunk in model.stream(messages))
+        else:
+            text = str(model.invoke(messages).content)
+        count_effect(effects, "draft")
+        answer = interrupt({"approve": text})
+        return {"draft": text, "sent": f"{answer}: {text}"}
+
+    builder = StateGraph(State)
+    builder.add_node("draft", draft)
+    builder.add_edge(START, "draft")
+    builder.add_edge("draft", END)
+    return builder.compile(checkpointer=InMemorySaver(), name="drafter")
+
+
+def test_a_node_executed_again_on_resume_replays_its_model_call(
+    configured: Any, tmp_path: Path
+) -> None:
+    """The resume is another graph call; the task is the same one: the model call replays."""
+    effects = tmp_path / "effects.txt"
+    runner = spanpoint.GraphRunner(draft_node_graph(effects), name="drafter", strategy="calls")
+    with spanpoint.run("resume-1"):
+        paused = runner.invoke({"request": "refund"}, thread_id="t-2")
+        done = runner.invoke(spanpoint.build_resume_request(paused, "yes"))
+    assert done.output["sent"].startswith("yes: Dear customer")
+    chats = configured.spans("chat fake-chat")
+    assert [bool(s.attributes.get("spanpoint.replayed")) for s in chats] == [False, True]
+    assert kinds(configured, "resume-1") == ["model_call"]
+
+
+def test_an_explicit_stream_stays_events_and_is_never_replayed(
+    configured: Any, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects.txt"
+    runner = spanpoint.GraphRunner(
+        draft_node_graph(effects, stream=True), name="drafter", strategy="calls"
+    )
+    with spanpoint.run("stream-1"):
+        paused = runner.invoke({"request": "refund"}, thread_id="t-3")
+        runner.invoke(spanpoint.build_resume_request(paused, "yes"))
+    assert kinds(configured, "stream-1") == []  # nothing committed for a stream
+    assert configured.spans("chat fake-chat") == []
+
+
+def test_the_seams_are_removed_when_the_runner_call_ends(configured: Any, tmp_path: Path) -> None:
+    originals = (
+        BaseChatModel.__dict__["_generate_with_cache"],
+        BaseChatModel.__dict__["_agenerate_with_cache"],
+        BaseTool.__dict__["run"],
+        BaseTool.__dict__["arun"],
+    )
+    seen: list[bool] = []
+
+    def node(state: State) -> dict[str, str]:
+        seen.append(BaseChatModel.__dict__["_generate_with_cache"] is not originals[0])
+        return {"sent": "ok"}
+
+    builder = StateGraph(State)
+    builder.add_node("n", node)
+    builder.add_edge(START, "n")
+    runner = spanpoint.GraphRunner(builder.compile(), name="plain", strategy="calls")
+    with spanpoint.run("seams-1"):
+        runner.invoke({"request": "x"}, thread_id="t-4")
+    assert seen == [True]  # live during the call
+    assert (
+        BaseChatModel.__dict__["_generate_with_cache"],
+        BaseChatModel.__dict__["_agenerate_with_cache"],
+        BaseTool.__dict__["run"],
+        BaseTool.__dict__["arun"],
+    ) == originals
+
+
+def test_injected_state_is_not_part_of_a_tool_calls_identity(
+    configured: Any, tmp_path: Path
+) -> None:
+    """The injected state differs between the two attempts (another request id in it); the
+    call's own arguments do not: the second attempt replays the tool."""
+    effects = tmp_path / "effects.txt"
+
+    @tool
+    def notify(text: str, state: Annotated[dict[str, Any], InjectedState]) -> str:
+        """Notify the customer."""
+        count_effect(effects, "notify")
+        return f"notified: {text}"
+
+    def graph(noise: str) -> Any:
+        def node(state: State) -> dict[str, str]:
+            out = notify.invoke({"text": "refund sent", "state": {"noise": noise}})
+            return {"sent": str(out)}
+
+        builder = StateGraph(State)
+        builder.add_node("n", node)
+        builder.add_edge(START, "n")
+        return builder.compile()
+
+    for noise in ("first", "second"):
+        runner = spanpoint.GraphRunner(graph(noise), name="notifier", strategy="calls")
+        with spanpoint.run("injected-1"):
+            result = runner.invoke({"request": "x"}, thread_id="t-5")
+        assert result.output["sent"] == "notified: refund sent"
+    assert read_effects(effects) == {"notify": 1}
+
+
+def test_a_different_input_executes(configured: Any, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.txt"
+    runner = spanpoint.GraphRunner(draft_node_graph(effects), name="drafter", strategy="calls")
+    with spanpoint.run("inputs-1"):
+        runner.invoke({"request": "refund"}, thread_id="t-6")
+        runner.invoke({"request": "cancel"}, thread_id="t-7")
+    assert read_effects(effects) == {"draft": 2}
+    chats = configured.spans("chat fake-chat")
+    assert [bool(s.attributes.get("spanpoint.replayed")) for s in chats] == [False, False]
+
+
+def test_the_durable_switch_names_its_values() -> None:
+    assert durable_from_env("Thread") == "thread"
+    assert durable_from_env("") == "run"
+    with pytest.raises(ConfigurationError, match=r"SPANPOINT_DURABLE=.always..*.thread."):
+        durable_from_env("always")
+    with pytest.raises(ConfigurationError, match="off, run, thread"):
+        tasks.set_durable_scope("sometimes")
+
+
+def test_outside_a_task_the_task_anchor_keeps_the_engine_default(configured: Any) -> None:
+    """Not in a LangGraph task: no task frame; a step keys as before."""
+    assert tasks.task_parent(None, None) is None
+    with spanpoint.run("plain-1") as run:
+        assert run.scope is not None
+        assert tasks.task_parent(run.scope, run.scope.root) is None
+    assert not seams.installed_by(object())
+
+
+def test_a_resume_command_replays_through_the_instrumentor_in_a_run(
+    configured: Any, tmp_path: Path
+) -> None:
+    """Zero code with the default durable scope (run): inside spanpoint.run, a plain
+    graph.invoke resume replays the model call the interrupted node completed."""
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    effects = tmp_path / "effects.txt"
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider)
+    try:
+        graph = draft_node_graph(effects)
+        config = {"configurable": {"thread_id": "t-8"}}
+        with spanpoint.run("zero-1"):
+            paused = graph.invoke({"request": "refund"}, config)
+            shown = paused["__interrupt__"][0].value["approve"]
+            done = graph.invoke(Command(resume="yes"), config)
+    finally:
+        instrumentor.uninstrument()
+    assert done["sent"] == f"yes: {shown}"
+    chats = configured.spans("chat fake-chat")
+    assert [bool(s.attributes.get("spanpoint.replayed")) for s in chats] == [False, True]
+
+
+def test_a_thread_scope_follows_the_configured_store(configured: Any) -> None:
+    """SPANPOINT_DURABLE=thread keeps one scope per thread; configure() with another store
+    moves the thread's next calls there, never into the store it had before."""
+    from spanpoint.stores import MemoryStore
+
+    first, second = MemoryStore(), MemoryStore()
+    spanpoint.configure(tracer_provider=configured.provider, store=first)
+    assert tasks._thread_scope("t-9").store is first
+    assert tasks._thread_scope("t-9") is tasks._thread_scope("t-9")
+    spanpoint.configure(tracer_provider=configured.provider, store=second)
+    assert tasks._thread_scope("t-9").store is second
