@@ -28,7 +28,7 @@ from opentelemetry.metrics import MeterProvider
 
 from spanpoint import semconv
 from spanpoint._version import __version__
-from spanpoint.calls.cost import run_cost
+from spanpoint.calls.cost import RunCost, run_cost
 from spanpoint.config import settings
 from spanpoint.errors import SpanpointError, StoreError
 from spanpoint.graph.results import RunResult
@@ -93,7 +93,9 @@ def _attempt_cost(scope: RunScope) -> dict[str, Any] | None:
     also set on the run's root span, where ``spanpoint.replay.saved.cost.amount`` is what
     replay saved. Read from the store: the same totals ``spanpoint show`` prints later."""
     if not any(kind == semconv.KIND_MODEL_CALL for kind, _ in scope.boundary_counts):
-        return None  # no model-call boundary in this attempt: nothing to read the store for
+        # No model-call boundary in this attempt (a graph_call run): zero, without reading
+        # every checkpoint of the run from the store after each graph call.
+        return RunCost().to_dict()
     try:
         cost = run_cost(
             scope.store, scope.run_id, attempt=scope.attempt, journal=list(scope.journal)
