@@ -96,7 +96,9 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``uninstrument()`` removes every patch, after which graph calls produce no spans.
 
     Keyword arguments of ``instrument``: ``tracer_provider`` (wired with spanpoint's
-    checkpoint processor), ``strategy`` (overrides ``$SPANPOINT_STRATEGY``), ``store``.
+    checkpoint processor), ``meter_provider`` and ``logger_provider`` (metrics, run summaries
+    and guard records), all three handed to ``spanpoint.configure``; ``strategy`` (overrides
+    ``$SPANPOINT_STRATEGY``), ``store``.
     """
 
     _patched: list[tuple[Any, str, Callable[..., Any]]]
@@ -110,9 +112,15 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     def _instrument(self, **kwargs: Any) -> None:
         options = pregel.PatchOptions(strategy=strategy_from_env(kwargs.get("strategy")))
         self._strategy = options.strategy
-        provider = kwargs.get("tracer_provider")
-        if provider is not None or kwargs.get("store") is not None:
-            configure(tracer_provider=provider, store=kwargs.get("store"))
+        # All three providers (BaseInstrumentor's tracer_provider, meter_provider and
+        # logger_provider kwargs) and the store reach configure: run summaries, metrics and
+        # guard records go where the application asked, not only the spans.
+        wiring = {
+            name: kwargs.get(name)
+            for name in ("tracer_provider", "meter_provider", "logger_provider", "store")
+        }
+        if any(value is not None for value in wiring.values()):
+            configure(**wiring)
         self._patched = []
         self._switch = _Switch()
         langgraph_pregel = importlib.import_module(_PREGEL)
