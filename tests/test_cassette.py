@@ -259,3 +259,45 @@ def test_an_interrupted_and_resumed_run_replays_from_its_cassette(
         (m.type, m.content) for m in done["messages"][1:]
     ]
     assert read_effects(effects) == {}  # zero model calls, zero tool executions
+
+
+def test_calls_made_boundaries_by_the_seams_replay_and_miss_by_name(
+    configured: Any, tmp_path: Path
+) -> None:
+    """No CheckpointMiddleware: the issue-15 seams make the calls boundaries; the cassette
+    catches a seam's model-call miss at its claim, before the provider is reached."""
+    from spanpoint.calls import seams
+
+    effects = tmp_path / "effects.txt"
+
+    @tool
+    def lookup7(ticket_id: int) -> str:
+        """Look up a ticket."""
+        count_effect(effects, "tool")
+        return f"ticket {ticket_id}"
+
+    def make(offline: bool, prompt: str = "You are a support agent.") -> Any:
+        plan = [[{"name": "lookup7", "args": {"ticket_id": 7}}]]
+        model = OfflineModel(plan=plan, final="Done.", effects=str(effects), offline=offline)
+        return create_agent(model, [lookup7], system_prompt=prompt)
+
+    path = tmp_path / "seams.json"
+    with seams.installed():
+        with spanpoint.cassette(path):
+            first = make(offline=False).invoke(REQUEST)
+        assert read_effects(effects) == {"model": 2, "tool": 1}
+        calls = json.loads(path.read_text())["calls"]
+        assert sorted(c["kind"] for c in calls) == ["model_call", "model_call", "tool_call"]
+        assert all(c["request"] for c in calls)  # what each call asked for, seams or not
+        effects.unlink()
+        with spanpoint.cassette(path, mode="none"):
+            again = make(offline=True).invoke(REQUEST)
+        assert again["messages"][-1].content == first["messages"][-1].content
+        assert read_effects(effects) == {}
+        with pytest.raises(spanpoint.CassetteMissError) as caught:
+            with spanpoint.cassette(path, mode="none"):
+                make(offline=True, prompt="You are a billing agent.").invoke(REQUEST)
+    assert "message 0 (system prompt) 'You are a support agent.' -> 'You are a billing" in str(
+        caught.value
+    )
+    assert read_effects(effects) == {}

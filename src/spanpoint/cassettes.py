@@ -38,6 +38,7 @@ miss loudly, never silently (keep real credentials out of what a model answers).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -58,7 +59,7 @@ from spanpoint.capture import REDACTED, CapturePolicy, is_secret_key, redact_tex
 from spanpoint.config import settings
 from spanpoint.errors import CassetteMissError, ConfigurationError
 from spanpoint.run import current_frame, current_run, run
-from spanpoint.stores.base import Checkpoint
+from spanpoint.stores.base import Checkpoint, Claim
 from spanpoint.stores.memory import MemoryStore
 
 CassetteMode = Literal["once", "none", "new_episodes", "all"]
@@ -218,6 +219,63 @@ class _State:
 
 
 _ACTIVE: ContextVar[_Handler | None] = ContextVar("spanpoint_cassette", default=None)
+#: A model call seen by the callback *before* its boundary opened (the issue-15 model seam on
+#: ``_generate_with_cache`` opens it after ``on_chat_model_start``): (parent frame identity,
+#: request), taken by the next claim in this context, dropped when the call ends.
+_PENDING: ContextVar[tuple[str, _Request] | None] = ContextVar(
+    "spanpoint_cassette_pending", default=None
+)
+
+
+_SESSIONS = itertools.count(1)
+
+
+class CassetteStore(MemoryStore):
+    """The cassette's checkpoints in memory; a claim that misses a call the callback saw
+    before its boundary opened is that call's miss (or its recording)."""
+
+    def __init__(self, state: _State) -> None:
+        super().__init__()
+        self.state = state
+
+    def start_run(self, run_id: str, name: str | None) -> int:
+        """A new attempt number for every cassette session of this process.
+
+        Keys never contain it, but what LangGraph task a call runs in is counted per (run,
+        attempt) (``spanpoint.calls.tasks``): two sessions of one process must not share
+        that count, or the second would key its calls as a later execution of the first's
+        tasks and miss what a fresh process recorded.
+        """
+        super().start_run(run_id, name)
+        return next(_SESSIONS)
+
+    def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
+        """A committed call replays; a missing one whose request is pending is recorded, or,
+        replaying only, raises :class:`CassetteMissError` before anything executes."""
+        pending = _PENDING.get()
+        if pending is not None:
+            frame = current_frame()
+            if frame is None or frame.identity != pending[0]:
+                pending = None
+            else:
+                _PENDING.set(None)
+        found = super().claim(key, owner, ttl_s, fresh=fresh)
+        if pending is None or found.state == "committed" or key in self.state.loaded:
+            return found
+        request = pending[1]
+        request.path = _child_path(pending[0], request.name)
+        if self.state.replay_only:
+            self.release(key, owner)
+            raise CassetteMissError(_miss_message(self.state, request))
+        with self.state.lock:
+            self.state.requests[key] = {"kind": request.kind, "detail": request.detail}
+        return found
+
+
+def _child_path(parent_identity: str, name: str) -> str:
+    frame = current_frame()
+    parent = frame.path if frame is not None and frame.identity == parent_identity else ""
+    return f"{parent}/{name}" if parent else name
 
 
 class _Handler(BaseCallbackHandler):
@@ -229,13 +287,15 @@ class _Handler(BaseCallbackHandler):
     def __init__(self, state: _State) -> None:
         self.state = state
 
-    def _executing_key(self, name: str) -> tuple[str, str] | None:
+    def _executing_key(self, kind: str, name: str | None) -> tuple[str, str] | None:
         """(key, path) of the boundary this call executes in, when it is a cassette call."""
         scope, frame = current_run(), current_frame()
         if scope is None or scope.run_id != CASSETTE_RUN_ID or frame is None:
             return None
-        if not frame.identity or frame.path.rsplit("/", 1)[-1] != name:
+        if not frame.identity or getattr(frame, "kind", kind) != kind:
             return None  # not inside its own boundary: always_execute, or not a boundary
+        if name and frame.path.rsplit("/", 1)[-1] != name:
+            return None
         return frame.identity, frame.path
 
     def on_chat_model_start(
@@ -251,8 +311,8 @@ class _Handler(BaseCallbackHandler):
         params = dict(kwargs.get("invocation_params") or {})
         meta = kwargs.get("metadata") or {}
         name = meta.get("ls_model_name")
-        found = self._executing_key(str(name)) if name else self._executing_any()
-        if found is None:
+        scope, frame = current_run(), current_frame()
+        if scope is None or scope.run_id != CASSETTE_RUN_ID or frame is None:
             return
         capture = self.state.capture
         tools = params.pop("tools", None)
@@ -261,7 +321,22 @@ class _Handler(BaseCallbackHandler):
             "tools": capture.redact(tools) if tools is not None else [],
             "settings": capture.redact({k: v for k, v in params.items() if k != "_type"}),
         }
+        found = self._executing_key("model_call", str(name) if name else None)
+        if found is None:
+            # Its boundary is not open yet (a seam opens it inside): the next claim in this
+            # context is this call's. A call that never gets a boundary drops it at its end.
+            request = _Request("model_call", "", str(name or ""), detail)
+            _PENDING.set((frame.identity, request))
+            return
         self._seen(_Request("model_call", found[1], found[1].rsplit("/", 1)[-1], detail), found[0])
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """The model call ended: a request still pending had no boundary."""
+        _PENDING.set(None)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """The model call failed: a request still pending had no boundary."""
+        _PENDING.set(None)
 
     def on_tool_start(
         self,
@@ -275,22 +350,12 @@ class _Handler(BaseCallbackHandler):
     ) -> None:
         """Record a tool call's arguments; in replay, a tool call reaching here is a miss."""
         name = str((serialized or {}).get("name") or kwargs.get("name") or "")
-        found = self._executing_key(name)
+        found = self._executing_key("tool_call", name)
         if found is None:
             return
         args = inputs if inputs is not None else input_str
         detail = {"tool": name, "args": self.state.capture.redact(args)}
         self._seen(_Request("tool_call", found[1], name, detail), found[0])
-
-    def _executing_any(self) -> tuple[str, str] | None:
-        # A model with no LangSmith name: the innermost boundary frame is taken as its own
-        # (the middleware names a model-call boundary by that name when there is one).
-        scope, frame = current_run(), current_frame()
-        if scope is None or scope.run_id != CASSETTE_RUN_ID or frame is None:
-            return None
-        if not frame.identity:
-            return None
-        return frame.identity, frame.path
 
     def _seen(self, request: _Request, key: str) -> None:
         state = self.state
@@ -443,7 +508,7 @@ class cassette:
         self.mode: CassetteMode = mode
         self._capture = capture
         self._state: _State | None = None
-        self._store: MemoryStore | None = None
+        self._store: CassetteStore | None = None
         self._run: run | None = None
         self._token: Token[_Handler | None] | None = None
         self.recorded = 0
@@ -472,7 +537,7 @@ class cassette:
         replay_only = self.mode == "none" or (self.mode == "once" and exists)
         capture = self._capture or settings().capture
         state = _State(self.path, self.mode, replay_only, capture)
-        store = MemoryStore()
+        store = CassetteStore(state)
         if exists and self.mode != "all":
             for entry in _read(self.path):
                 if entry.checkpoint.kind not in CALL_KINDS:
