@@ -42,12 +42,13 @@ DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
 class Settings:
     """What ``configure`` decided. Read it with ``spanpoint.settings()``."""
 
-    tracer_provider: trace.TracerProvider
+    #: None until the first span needs it (see :attr:`tracer_provider`).
+    _tracer_provider: trace.TracerProvider | None = field(default=None, repr=False)
+    _trace_destination: str = field(default="", repr=False)
     store_address: str | None = None
     strict: bool = False
     lease_ttl_s: float = 300.0
     lease_wait_timeout_s: float = 600.0
-    trace_destination: str = ""
     capture: CapturePolicy = field(default_factory=CapturePolicy.from_env)
     _store: CheckpointStore | None = field(default=None, repr=False)
     _tracer: trace.Tracer | None = field(default=None, repr=False)
@@ -67,6 +68,29 @@ class Settings:
                 if self._store is None:
                     self._store = open_store(self.store_address)
         return self._store
+
+    @property
+    def tracer_provider(self) -> trace.TracerProvider:
+        """The tracer provider, wired on first use: the application's (the global SDK one),
+        else a new SDK provider with the default exporter, set as global.
+
+        Resolved here rather than when the settings are made, so that reading the settings
+        (``settings().capture``) installs nothing process-wide: only ``configure()`` with a
+        provider, or the first span spanpoint starts, wires one.
+        """
+        if self._tracer_provider is None:
+            with _LOCK:
+                if self._tracer_provider is None:
+                    provider, destination = _resolve_provider(None, None)
+                    self._trace_destination = destination
+                    self._tracer_provider = provider
+        return self._tracer_provider
+
+    @property
+    def trace_destination(self) -> str:
+        """Where traces go (resolves :attr:`tracer_provider`)."""
+        self.tracer_provider  # noqa: B018 - resolves the provider and its destination
+        return self._trace_destination
 
     @property
     def tracer(self) -> trace.Tracer:
@@ -145,7 +169,8 @@ def configure(
         store: a store instance or address (``memory``, a SQLite path, ``postgresql://…``).
             Default: ``$SPANPOINT_STORE``, else ``.spanpoint/checkpoints.db``.
         tracer_provider: the provider to use; default the global one, or a new SDK provider
-            (set as global) when the application has none.
+            (set as global) when the application has none, chosen when the first span
+            starts.
         strict: raise instead of warning when an output cannot be serialized or committed.
         capture: the capture policy for graph, model and tool data. Default: the previous
             one, else ``CapturePolicy.from_env()`` (metadata first, message text off).
@@ -166,14 +191,17 @@ def configure(
     _check_positive("lease_wait_timeout_s", lease_wait_timeout_s)
     with _LOCK:
         previous = _SETTINGS
-        if tracer_provider is None and trace_file is None and previous is not None:
-            # configure(strict=True) and the like keep the provider chosen before.
-            provider, destination = previous.tracer_provider, previous.trace_destination
+        provider: trace.TracerProvider | None
+        if tracer_provider is None and trace_file is None:
+            # configure(strict=True) and the like keep the provider chosen before; with none
+            # chosen yet, the first span resolves it (Settings.tracer_provider).
+            provider = previous._tracer_provider if previous else None
+            destination = previous._trace_destination if previous else ""
         else:
             provider, destination = _resolve_provider(tracer_provider, trace_file)
         settings = Settings(
-            tracer_provider=provider,
-            trace_destination=destination,
+            _tracer_provider=provider,
+            _trace_destination=destination,
             strict=bool(strict) if strict is not None else bool(previous and previous.strict),
             capture=capture or (previous.capture if previous else CapturePolicy.from_env()),
         )
@@ -195,7 +223,7 @@ def configure(
                     f"store must be a CheckpointStore or an address, not {type(store).__name__}"
                 )
             settings._store = store
-        if previous is not None and previous.tracer_provider is provider:
+        if previous is not None and provider is not None and previous._tracer_provider is provider:
             settings._tracer = previous._tracer
         _choose_log_and_metric_providers(settings, previous, logger_provider, meter_provider)
         settings.telemetry_dir = os.fspath(
@@ -233,7 +261,12 @@ def _choose_log_and_metric_providers(
 
 
 def settings() -> Settings:
-    """The current settings, configuring with defaults on first use."""
+    """The current settings, with defaults on first use.
+
+    Reading them has no process-wide effect: the tracer provider is resolved (and, when the
+    application has none, installed) by ``configure(tracer_provider=...)`` or by the first
+    span spanpoint starts, not by this call.
+    """
     current = _SETTINGS
     if current is None:
         return configure()
