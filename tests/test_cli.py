@@ -76,3 +76,49 @@ def test_doctor_names_the_store_and_trace_destination(recorded_run: str) -> None
     assert result.exit_code == 0, result.output
     assert f"sqlite:{recorded_run}" in result.output.replace("\n", "")
     assert "traces: file" in result.output
+
+
+def test_runs_pages_with_the_printed_cursor_until_every_run_was_listed(tmp_path: Path) -> None:
+    from spanpoint.stores import SqliteStore
+
+    path = tmp_path / "many.db"
+    store = SqliteStore(path)
+    for i in range(5):
+        store.start_run(f"R-{i}", "paged")
+    store.close()
+    seen: list[str] = []
+    args = ["runs", "--store", str(path), "--limit", "2"]
+    for _ in range(5):
+        result = runner.invoke(app, args, terminal_width=200)
+        assert result.exit_code == 0, result.output
+        seen += [line.split("│")[1].strip() for line in result.output.splitlines() if "R-" in line]
+        hint = [line for line in result.output.splitlines() if line.startswith("next page:")]
+        if not hint:
+            break
+        # The printed command as it is (its cursor and limit), on this test's store.
+        args = [*hint[0].removeprefix("next page: spanpoint ").split(), "--store", str(path)]
+    assert seen == [f"R-{i}" for i in (4, 3, 2, 1, 0)]
+
+
+def test_runs_refuses_a_cursor_it_did_not_print(recorded_run: str) -> None:
+    result = runner.invoke(app, ["runs", "--store", recorded_run, "--cursor", "not-a-cursor"])
+    assert result.exit_code == 2
+    assert "is not a cursor" in result.output and "previous page" in result.output
+
+
+def test_doctor_reads_only_the_newest_run(
+    recorded_run: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spanpoint.stores import SqliteStore
+
+    limits: list[int] = []
+    real = SqliteStore.list_runs
+
+    def spy(self: SqliteStore, **kw: object) -> list[object]:
+        limits.append(int(kw.get("limit", 100)))  # type: ignore[call-overload]
+        return real(self, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqliteStore, "list_runs", spy)
+    result = runner.invoke(app, ["doctor", "--store", recorded_run])
+    assert result.exit_code == 0, result.output
+    assert limits == [1] and "newest run updated" in result.output

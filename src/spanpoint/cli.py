@@ -14,6 +14,8 @@ it is printed literally and control characters (ANSI and OSC escape sequences) a
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import json
 from collections import defaultdict
@@ -27,8 +29,10 @@ from rich.tree import Tree
 
 from spanpoint import __version__
 from spanpoint._terminal import quoted, visible
+from spanpoint.calls.cost import Totals, run_cost
 from spanpoint.errors import SpanpointError
-from spanpoint.stores import CheckpointStore, open_store
+from spanpoint.stores import CheckpointStore, RunRecord, open_store
+from spanpoint.stores.base import RunCursor
 
 app = typer.Typer(
     name="spanpoint",
@@ -82,19 +86,35 @@ def runs(
     waiting: Annotated[
         bool, typer.Option("--waiting", help="List the runs waiting for input instead.")
     ] = False,
+    cursor: Annotated[
+        str | None,
+        typer.Option(
+            "--cursor",
+            help="List the page after this one: the cursor printed under the previous page.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """List the durable runs in the store."""
+    """List the durable runs in the store, a page at a time."""
+    after = None if cursor is None else _decode_cursor(cursor)
     st = _open(store)
     if waiting:
         _list_waits(st)
         return
-    records = st.list_runs(limit=limit)
+    # One more than the page: whether a next page exists, without counting the runs.
+    records = st.list_runs(limit=limit + 1, after=after)
+    more = len(records) > limit
+    records = records[:limit]
     if not records:
-        console.print(f"no runs in {visible(st.description)}")
+        where = "after this cursor " if after else ""
+        console.print(f"no runs {where}in {visible(st.description)}")
         return
     table = Table(title=f"runs in {visible(st.description)}")
     for column in ("run id", "name", "attempts", "committed", "last status", "updated"):
         table.add_column(column)
+    costs = Table(title="model calls: tokens and cost (replayed: what replay saved)")
+    for column in ("run id", "executed", "replayed"):
+        costs.add_column(column)
     for r in records:
         table.add_row(
             visible(r.run_id),
@@ -104,7 +124,45 @@ def runs(
             visible(r.status),
             _when(r.updated_at),
         )
+        cost = run_cost(st, r.run_id)  # issue 16: both totals, per run of the page
+        if cost.executed.calls or cost.replayed.calls:
+            costs.add_row(visible(r.run_id), _totals(cost.executed), _totals(cost.replayed))
     console.print(table)
+    if costs.row_count:
+        console.print(costs)
+    if more:
+        console.print(  # soft_wrap: one line, so the command can be copied as it is
+            f"next page: spanpoint runs --limit {limit} --cursor {_encode_cursor(records[-1])}",
+            soft_wrap=True,
+        )
+
+
+def _encode_cursor(record: RunRecord) -> str:
+    """The last run of a page as a token safe to paste into a shell (no quoting needed)."""
+    text = json.dumps([repr(record.updated_at), record.run_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(text).decode().rstrip("=")
+
+
+def _decode_cursor(token: str) -> RunCursor:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        updated, run_id = json.loads(raw)
+        cursor = (float(updated), run_id)
+        if not isinstance(run_id, str) or cursor[0] != cursor[0]:  # a str, and not nan
+            raise ValueError
+    except (ValueError, TypeError, binascii.Error):
+        raise typer.BadParameter(
+            f"{token!r} is not a cursor; pass the one printed under the previous page "
+            "(`next page: spanpoint runs --cursor ...`)",
+            param_hint="--cursor",
+        ) from None
+    return cursor
+
+
+def _totals(totals: Totals) -> str:
+    """Model calls, tokens and cost: ``3 calls, 1,234 tok, $0.012300 (1 unpriced)``."""
+    text = f"{totals.calls} calls, {totals.tokens:,} tok, ${totals.cost:.6f}"
+    return text + (f" ({totals.unpriced} unpriced)" if totals.unpriced else "")
 
 
 def _list_waits(st: CheckpointStore) -> None:
@@ -216,9 +274,18 @@ def show(run_id: str, store: StoreOption = None) -> None:
     )
     root = Tree(title)
     for attempt in range(1, record.attempts + 1):
-        branch = root.add(f"attempt {attempt}")
+        cost = run_cost(st, run_id, attempt=attempt)  # issue 16: both totals per attempt
+        branch = root.add(
+            f"attempt {attempt}  executed: {_totals(cost.executed)}; "
+            f"replayed: {_totals(cost.replayed)}"
+        )
         _attach(branch, attempts.get(attempt, []))
     console.print(root)
+    total = run_cost(st, run_id)
+    console.print(
+        f"model calls executed: {_totals(total.executed)}; replayed: {_totals(total.replayed)}"
+        f"; saved by replay: ${total.saved:.6f} {total.currency}"
+    )
 
 
 def _attach(branch: Tree, nodes: list[_Node]) -> None:
@@ -252,7 +319,10 @@ def doctor(store: StoreOption = None) -> None:
 
     console.print(f"spanpoint {__version__}")
     st = _open(store)
-    console.print(f"store: {visible(st.description)} ({len(st.list_runs(limit=MAX_LIMIT))} runs)")
+    # The newest run only: doctor answers at once whatever the store holds (issue 18).
+    newest = st.list_runs(limit=1)
+    latest = f"newest run updated {_when(newest[0].updated_at)}" if newest else "no runs yet"
+    console.print(f"store: {visible(st.description)} (opens; {latest})")
     trace_file = Path(os.environ.get("SPANPOINT_TRACE_FILE", DEFAULT_TRACE_FILE))
     files = {
         "traces": str(trace_file),
