@@ -11,12 +11,16 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, TypedDict
 
+import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+import spanpoint
 from spanpoint import semconv
 from spanpoint.graph import DurabilityPolicy, GraphRunner, build_resume_request
 
@@ -103,3 +107,37 @@ def test_a_resume_in_another_process_links_to_the_span_that_paused(
     event = resumed_event(resume)
     assert list(event.attributes[semconv.LANGGRAPH_INTERRUPT_IDS]) == [interrupt_id]
     assert event.attributes[semconv.GEN_AI_AGENT_RESUMED_FROM_TYPE] == "pause"
+
+
+# --- zero-code: the unchanged graph under the instrumentor ---------------------------------
+
+
+@pytest.fixture
+def instrumented(configured: Any) -> Iterator[Any]:
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider)
+    yield configured
+    instrumentor.uninstrument()
+
+
+@pytest.mark.parametrize("in_run", [False, True])
+def test_a_zero_code_resume_links_to_the_paused_span_and_lists_the_ids(
+    instrumented: Any, tmp_path: Path, in_run: bool
+) -> None:
+    from langgraph.types import Command
+
+    app = graph(tmp_path / "lg.db")
+    config = {"configurable": {"thread_id": "t"}}
+    with spanpoint.run("R-zero") if in_run else nullcontext():
+        paused = app.invoke({"answer": ""}, config)
+        [pending] = paused["__interrupt__"]
+        assert app.invoke(Command(resume="yes"), config) == {"answer": "yes"}
+    first, second = instrumented.graph_spans("invoke_workflow LangGraph")
+    assert paused_links(second) == [
+        (format(first.context.trace_id, "032x"), format(first.context.span_id, "016x"))
+    ]
+    event = resumed_event(second)
+    assert list(event.attributes[semconv.LANGGRAPH_INTERRUPT_IDS]) == [pending.id]
+    assert event.attributes[semconv.GEN_AI_CONVERSATION_ID] == "t"

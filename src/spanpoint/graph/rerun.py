@@ -210,7 +210,7 @@ def wants_sync_durability(graph: Any, kwargs: Mapping[str, Any]) -> bool:
 # --- the zero-code Pregel.invoke patch ------------------------------------------------------
 
 
-def _split(
+def split_invoke_args(
     args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``Pregel.invoke(input, config=None, **kw)``'s arguments as (input, config, kw)."""
@@ -234,7 +234,7 @@ def _state_config(config: Mapping[str, Any]) -> dict[str, Any] | None:
 def _prepared(
     graph: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], scope: RunScope, key: str
 ) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any] | None]:
-    graph_input, config, kw = _split(args, kwargs)
+    graph_input, config, kw = split_invoke_args(args, kwargs)
     config = stamp(config, scope.run_id, key)
     if wants_sync_durability(graph, kw):
         kw["durability"] = "sync"

@@ -162,3 +162,68 @@ def link_to_pause(span: trace.Span, link: Link | None) -> None:
     """Link ``span`` (a resume) to the span that paused, when known."""
     if link is not None and span.is_recording():
         span.add_link(link.context, link.attributes)
+
+
+# --- the zero-code Pregel.invoke patch: the same story without a GraphRunner -----------------
+
+
+def _resumed(graph_input: Any) -> bool:
+    return isinstance(graph_input, Command) and graph_input.resume is not None
+
+
+def _announce(span: trace.Span, graph_input: Any, snapshot: Any, thread_id: Any) -> None:
+    """The ``gen_ai.agent.resumed`` event and the link to the paused span, from the thread's
+    state before the resume runs (the paused checkpoint names the span that paused)."""
+    # For import time: the events and span helpers load with the first resume described.
+    from spanpoint.config import settings
+    from spanpoint.events import add_bounded_event
+    from spanpoint.spans import resume_attributes
+
+    resume = graph_input.resume
+    if isinstance(resume, Mapping):
+        ids = [str(k) for k in resume]
+    else:
+        ids = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
+    metadata = getattr(snapshot, "metadata", None) or {}
+    link_to_pause(span, paused_link(metadata.get(semconv.CHECKPOINT_META_TRACEPARENT)))
+    attrs = resume_attributes(ids)
+    if thread_id is not None:
+        attrs[semconv.GEN_AI_CONVERSATION_ID] = str(thread_id)
+    add_bounded_event(
+        semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=settings().capture
+    )
+
+
+def _thread(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    thread_id = (config.get("configurable") or {}).get("thread_id")
+    return thread_id, {"configurable": {"thread_id": thread_id}}
+
+
+def traced_call_config(graph: Any, graph_input: Any, config: Any) -> Any:
+    """A zero-code graph call's config with the current span (the call's) in its
+    checkpoints' metadata, and, for a ``Command(resume=...)``, the resume described on the
+    span (issue 15 item 5). Best effort: a failed state read only costs the ids and link."""
+    span = trace.get_current_span()
+    config = stamp_pause_origin(dict(config or {}), span)
+    thread_id, state_config = _thread(config)
+    if _resumed(graph_input) and thread_id is not None and span.is_recording():
+        try:
+            snapshot = graph.get_state(state_config)
+        except Exception:  # an async checkpointer, a failed read: no ids, no link
+            snapshot = None
+        _announce(span, graph_input, snapshot, thread_id)
+    return config
+
+
+async def atraced_call_config(graph: Any, graph_input: Any, config: Any) -> Any:
+    """The async form of :func:`traced_call_config` (``aget_state``)."""
+    span = trace.get_current_span()
+    config = stamp_pause_origin(dict(config or {}), span)
+    thread_id, state_config = _thread(config)
+    if _resumed(graph_input) and thread_id is not None and span.is_recording():
+        try:
+            snapshot = await graph.aget_state(state_config)
+        except Exception:
+            snapshot = None
+        _announce(span, graph_input, snapshot, thread_id)
+    return config

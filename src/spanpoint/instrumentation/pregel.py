@@ -271,17 +271,11 @@ def _durable_spec(meta: GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
 
 
 def _rerun_target(
-    meta: GraphMeta,
-    parent: ActiveGraphCall | None,
-    options: PatchOptions,
-    args: Any,
-    kwargs: Any,
+    meta: GraphMeta, options: PatchOptions, args: Any, kwargs: Any
 ) -> tuple[Any, str | None] | None:
-    """(run, key) of an outermost graph call inside a run on a thread with a checkpointer,
-    which a rerun may continue (spanpoint.graph.rerun); None for any other call. The key is
-    None under ``graph_call``: the boundary's own, read inside it."""
-    if parent is not None or not meta.info.has_state:
-        return None
+    """(run, key) of an outermost graph call inside a run, which a rerun may continue
+    (spanpoint.graph.rerun); None outside a run. The key is None under ``graph_call``: the
+    boundary's own, read inside it."""
     scope = current_run()
     if scope is None:
         return None
@@ -309,18 +303,25 @@ def _rerunning(
     args: Any,
     kwargs: Any,
 ) -> Callable[..., Any]:
-    """``wrapped``, or for a call a rerun may continue, ``wrapped`` through
-    ``spanpoint.graph.rerun.invoke_rerunning`` (issue 15 item 4)."""
-    target = _rerun_target(meta, parent, options, args, kwargs)
-    if target is None:
+    """``wrapped``, or for an outermost call on a thread with a checkpointer, ``wrapped`` with
+    the call's span in its checkpoints' metadata and a resume described on the span
+    (``spanpoint.graph.resume``, issue 15 item 5), inside a run through
+    ``spanpoint.graph.rerun.invoke_rerunning`` (item 4)."""
+    if parent is not None or not meta.info.has_state:
         return wrapped
-    from spanpoint.graph import rerun  # for import time (see _rerun_target)
+    target = _rerun_target(meta, options, args, kwargs)
+    # For import time: loaded by the first call of a graph with a checkpointer.
+    from spanpoint.graph import rerun, resume
 
     def body(*a: Any, **kw: Any) -> Any:
-        key = _boundary_key(target[0], target[1])
+        graph_input, config, rest = rerun.split_invoke_args(a, kw)
+        config = resume.traced_call_config(graph, graph_input, config)
+        key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            return wrapped(*a, **kw)
-        return rerun.invoke_rerunning(wrapped, graph, a, kw, target[0], key)
+            return wrapped(graph_input, config, **rest)
+        return rerun.invoke_rerunning(
+            wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
+        )
 
     return body
 
@@ -335,16 +336,20 @@ def _arerunning(
     kwargs: Any,
 ) -> Callable[..., Any]:
     """The async form of :func:`_rerunning` (``Pregel.ainvoke``)."""
-    target = _rerun_target(meta, parent, options, args, kwargs)
-    if target is None:
+    if parent is not None or not meta.info.has_state:
         return wrapped
-    from spanpoint.graph import rerun  # for import time (see _rerun_target)
+    target = _rerun_target(meta, options, args, kwargs)
+    from spanpoint.graph import rerun, resume  # for import time (see _rerunning)
 
     async def body(*a: Any, **kw: Any) -> Any:
-        key = _boundary_key(target[0], target[1])
+        graph_input, config, rest = rerun.split_invoke_args(a, kw)
+        config = await resume.atraced_call_config(graph, graph_input, config)
+        key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            return await wrapped(*a, **kw)
-        return await rerun.ainvoke_rerunning(wrapped, graph, a, kw, target[0], key)
+            return await wrapped(graph_input, config, **rest)
+        return await rerun.ainvoke_rerunning(
+            wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
+        )
 
     return body
 
