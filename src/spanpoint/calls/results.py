@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -232,6 +233,13 @@ def _holds_message(values: Any) -> bool:
     return False
 
 
+_message_id = operator.attrgetter("id")
+
+
+def _backwards(items: Sequence[Any]) -> range:
+    return range(len(items) - 1, -1, -1)
+
+
 def _tool_call_places(inputs: Sequence[BaseMessage]) -> dict[str, list[int]]:
     """Each tool-call id of the input messages -> [message position, call position]."""
     places: dict[str, list[int]] = {}
@@ -274,20 +282,35 @@ def encode_tool_result(
             cannot walk; or a minted ``ToolMessage`` answers a call it cannot place.
     """
     inputs = list(input_messages) if input_messages is not None else None
-    by_object: dict[int, int] = {}
-    by_id: dict[str, int] = {}
-    places: dict[str, list[int]] = {}
-    if inputs is not None:
-        for j, message in enumerate(inputs):
-            by_object.setdefault(id(message), j)
-            if message.id:
-                by_id.setdefault(message.id, j)
-        places = _tool_call_places(inputs)
+    # Built on first need: most results hold one minted ToolMessage answering this call,
+    # and a long conversation would cost more to index than the rest of the commit.
+    index: dict[str, Any] = {}
+
+    def position(message: BaseMessage) -> int | None:
+        if not inputs:
+            return None
+        # Built in C (map/zip), last position first so that the first occurrence wins.
+        by_object = index.get("object")
+        if by_object is None:
+            ids = map(id, reversed(inputs))
+            by_object = index["object"] = dict(zip(ids, _backwards(inputs), strict=True))
+        j = by_object.get(id(message))
+        message_id = message.id
+        if j is None and message_id is not None:
+            by_id = index.get("id")
+            if by_id is None:
+                ids = map(_message_id, reversed(inputs))
+                by_id = index["id"] = dict(zip(ids, _backwards(inputs), strict=True))
+            j = by_id.get(message_id)
+        return j  # type: ignore[no-any-return]
+
+    def places() -> dict[str, list[int]]:
+        if "places" not in index:
+            index["places"] = _tool_call_places(inputs or ())
+        return index["places"]  # type: ignore[no-any-return]
 
     def encode(message: BaseMessage) -> Any:
-        j = by_object.get(id(message))
-        if j is None and message.id is not None:
-            j = by_id.get(message.id)
+        j = position(message)
         if inputs is not None and j is not None:
             original = inputs[j]
             if message is original or message == original:
@@ -311,8 +334,8 @@ def encode_tool_result(
             answered = message.tool_call_id
             if tool_call_id is not None and answered == tool_call_id:
                 record["answers"] = "call"
-            elif answered in places:
-                j, k = places[answered]
+            elif answered in places():
+                j, k = places()[answered]
                 caller = inputs[j]  # type: ignore[index]
                 record["answers"] = [j, k, caller.content, caller.tool_calls[k].get("name")]  # type: ignore[attr-defined]
             elif tool_call_id is None and inputs is None and output is not message:
