@@ -100,3 +100,25 @@ def test_a_run_that_completes_after_a_stop_is_completed(configured: Any) -> None
         assert stuck.invoke(QUESTION, thread_id="t-a").status == "stopped"
         assert plain.invoke({}, thread_id="t-b").status == "completed"
     assert run.status == "completed"
+
+
+@pytest.mark.parametrize("saver", [True, False])
+def test_a_zero_code_guard_stop_makes_the_run_stopped(configured: Any, saver: bool) -> None:
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider)
+    try:
+        guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+        agent = create_agent(
+            ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
+            checkpointer=InMemorySaver() if saver else None, name="stuck",
+        )  # fmt: skip
+        with spanpoint.run("ticket-zero") as run:
+            output = agent.invoke(QUESTION, {"configurable": {"thread_id": "t-z"}})
+    finally:
+        instrumentor.uninstrument()
+    assert output["guard_terminated"] is True
+    assert run.status == "stopped"
+    [root] = configured.runs()
+    assert root.attributes[semconv.RUN_STATUS] == "stopped"

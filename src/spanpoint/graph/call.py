@@ -41,6 +41,7 @@ from spanpoint.graph.results import (
     decode_result,
     encode_result,
     latest_state,
+    note_run_status,
     output_counters,
     result_attributes,
 )
@@ -363,10 +364,7 @@ class GraphCall:
         and tell the run when the guard stopped it (its status ``stopped``)."""
         scope = current_run()
         if scope is not None:
-            if result.status == "stopped":
-                scope.status = "stopped"
-            elif scope.status == "stopped":  # a later call (an explicit resume) went on
-                scope.status = "running"
+            note_run_status(scope, result.status)
         pending = self._pending
         pending.pop(req.thread_id, None)
         link = None

@@ -113,6 +113,15 @@ def guard_stopped(output: Any) -> bool:
     return isinstance(values, Mapping) and values.get(TERMINATED_KEY) is True
 
 
+def note_run_status(scope: Any, status: str) -> None:
+    """Tell the run (a ``RunScope``) how its latest graph call ended: a guard stop makes it
+    ``stopped``; a later call that goes on (an explicit resume) makes it running again."""
+    if status == "stopped":
+        scope.status = "stopped"
+    elif scope.status == "stopped":
+        scope.status = "running"
+
+
 def output_interrupts(output: Any) -> list[Interrupt]:
     """The interrupts a graph returned: ``__interrupt__`` (v1) or ``.interrupts`` (v2)."""
     if isinstance(output, Mapping):

@@ -307,9 +307,12 @@ def _rerunning(
     the call's span in its checkpoints' metadata and a resume described on the span
     (``spanpoint.graph.resume``, issue 15 item 5), inside a run through
     ``spanpoint.graph.rerun.invoke_rerunning`` (item 4)."""
-    if parent is not None or not meta.info.has_state:
+    if parent is not None:
         return wrapped
-    target = _rerun_target(meta, options, args, kwargs)
+    target = _rerun_target(meta, options, args, kwargs) if meta.info.has_state else None
+    if target is None and not meta.info.has_state:
+        scope = current_run()
+        return wrapped if scope is None else _noting(wrapped, scope)
     # For import time: loaded by the first call of a graph with a checkpointer.
     from spanpoint.graph import rerun, resume
 
@@ -318,10 +321,40 @@ def _rerunning(
         config = resume.traced_call_config(graph, graph_input, config)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            return wrapped(graph_input, config, **rest)
-        return rerun.invoke_rerunning(
-            wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
-        )
+            output = wrapped(graph_input, config, **rest)
+        else:
+            output = rerun.invoke_rerunning(
+                wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
+            )
+        if target is not None:
+            _note(target[0], output)
+        return output
+
+    return body
+
+
+def _note(scope: Any, output: Any) -> None:
+    """The run's status after its outermost graph call: ``stopped`` when the guard stopped
+    it (issue 15 item 7), as GraphRunner's result says."""
+    from spanpoint.graph.results import guard_stopped, note_run_status  # for import time
+
+    note_run_status(scope, "stopped" if guard_stopped(output) else "completed")
+
+
+def _noting(wrapped: Callable[..., Any], scope: Any) -> Callable[..., Any]:
+    def body(*a: Any, **kw: Any) -> Any:
+        output = wrapped(*a, **kw)
+        _note(scope, output)
+        return output
+
+    return body
+
+
+def _anoting(wrapped: Callable[..., Any], scope: Any) -> Callable[..., Any]:
+    async def body(*a: Any, **kw: Any) -> Any:
+        output = await wrapped(*a, **kw)
+        _note(scope, output)
+        return output
 
     return body
 
@@ -336,9 +369,12 @@ def _arerunning(
     kwargs: Any,
 ) -> Callable[..., Any]:
     """The async form of :func:`_rerunning` (``Pregel.ainvoke``)."""
-    if parent is not None or not meta.info.has_state:
+    if parent is not None:
         return wrapped
-    target = _rerun_target(meta, options, args, kwargs)
+    target = _rerun_target(meta, options, args, kwargs) if meta.info.has_state else None
+    if target is None and not meta.info.has_state:
+        scope = current_run()
+        return wrapped if scope is None else _anoting(wrapped, scope)
     from spanpoint.graph import rerun, resume  # for import time (see _rerunning)
 
     async def body(*a: Any, **kw: Any) -> Any:
@@ -346,10 +382,14 @@ def _arerunning(
         config = await resume.atraced_call_config(graph, graph_input, config)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            return await wrapped(graph_input, config, **rest)
-        return await rerun.ainvoke_rerunning(
-            wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
-        )
+            output = await wrapped(graph_input, config, **rest)
+        else:
+            output = await rerun.ainvoke_rerunning(
+                wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
+            )
+        if target is not None:
+            _note(target[0], output)
+        return output
 
     return body
 
