@@ -202,6 +202,9 @@ def test_an_sqlite_store_of_schema_3_migrates_and_keeps_its_rows(tmp_path: Path)
     # Make it a version-3 store again: no digest column, the rows as an older spanpoint left them.
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE checkpoints DROP COLUMN digest")
+        # ... and without what schemas 5 and 6 added (the runs index, the once-tokens table).
+        conn.execute("DROP INDEX runs_updated")
+        conn.execute("DROP TABLE once_tokens")
         conn.execute("UPDATE spanpoint_meta SET v = '3' WHERE k = 'schema_version'")
     reopened = SqliteStore(path)
     try:
@@ -357,6 +360,7 @@ def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -
     # Make it a version-1 store again: no digest column, the rows as an older spanpoint left them.
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE spanpoint_checkpoints DROP COLUMN digest")
+        conn.execute("DROP TABLE spanpoint_once")  # schema 3's once-tokens
         conn.execute("DELETE FROM spanpoint_migrations WHERE version > 1")
     reopened = open_store(pg_dsn)
     try:
