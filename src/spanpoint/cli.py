@@ -377,7 +377,8 @@ def gc(
         bool, typer.Option("--dry-run", help="Only count the runs that would be deleted.")
     ] = False,
 ) -> None:
-    """Delete old runs with their checkpoints, journal and waits (retention)."""
+    """Delete old runs with their checkpoints, journal and waits, and once-tokens (the
+    guard's resume claims) spent or expired as long ago (retention)."""
     import time
 
     seconds = _parse_age(older_than)
