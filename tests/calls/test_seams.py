@@ -234,3 +234,35 @@ def test_a_thread_scope_follows_the_configured_store(configured: Any) -> None:
     assert tasks._thread_scope("t-9") is tasks._thread_scope("t-9")
     spanpoint.configure(tracer_provider=configured.provider, store=second)
     assert tasks._thread_scope("t-9").store is second
+
+
+def test_thread_scope_makes_the_middlewares_calls_durable_once(
+    configured: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPANPOINT_DURABLE=thread with CheckpointMiddleware and no run: the middleware's calls
+    are the thread's boundaries (not span-only calls the seams would then step aside for)."""
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    @tool
+    def lookup(ticket: int) -> str:
+        """Look a ticket up."""
+        return f"ticket {ticket}: open"
+
+    monkeypatch.setenv("SPANPOINT_DURABLE", "thread")
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider)
+    try:
+        model = ConversationModel(plan=[[{"name": "lookup", "args": {"ticket": 42}}]])
+        agent = create_agent(
+            model,
+            [lookup],
+            middleware=[spanpoint.CheckpointMiddleware()],
+            checkpointer=InMemorySaver(),
+        )
+        agent.invoke(REQUEST, {"configurable": {"thread_id": "t-m"}})
+    finally:
+        instrumentor.uninstrument()
+        tasks.set_durable_scope("run")
+    assert kinds(configured, "thread:t-m") == ["model_call", "model_call", "tool_call"]
+    assert len(configured.spans("chat fake-chat")) == 2
+    assert len(configured.spans("execute_tool lookup")) == 1

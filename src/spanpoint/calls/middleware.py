@@ -63,7 +63,7 @@ from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.calls import identity as call_identity
-from spanpoint.calls import results
+from spanpoint.calls import results, tasks
 from spanpoint.calls.attributes import (
     describe_model_response,
     describe_tool_result,
@@ -227,7 +227,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             request.system_message,
             request.tools,
         )
-        checkpoint = run_id is not None and mode == "checkpoint"
+        # In a run; or, with SPANPOINT_DURABLE=thread, in a task on a thread with a
+        # checkpointer (the boundary's scope is then the thread: spanpoint.calls.tasks).
+        checkpoint = mode == "checkpoint" and (run_id is not None or tasks.durable_here())
         if not checkpoint:
             self._not_replayed(attrs, mode, run_id)
         spec = BoundarySpec(
@@ -280,7 +282,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         args = call.get("args")
         description = request.tool.description if request.tool is not None else None
         attrs = tool_call_attributes(name, call_id, description, args, capture)
-        checkpoint = run_id is not None and mode == "checkpoint"
+        # In a run; or, with SPANPOINT_DURABLE=thread, in a task on a thread with a
+        # checkpointer (the boundary's scope is then the thread: spanpoint.calls.tasks).
+        checkpoint = mode == "checkpoint" and (run_id is not None or tasks.durable_here())
         if not checkpoint:
             self._not_replayed(attrs, mode, run_id)
         spec = BoundarySpec(
