@@ -266,3 +266,16 @@ def test_thread_scope_makes_the_middlewares_calls_durable_once(
     assert kinds(configured, "thread:t-m") == ["model_call", "model_call", "tool_call"]
     assert len(configured.spans("chat fake-chat")) == 2
     assert len(configured.spans("execute_tool lookup")) == 1
+
+
+def test_a_call_that_ends_first_leaves_the_seams_to_the_one_still_running() -> None:
+    """Two GraphRunner calls overlap (threads of a server): the first one out must not
+    remove the seams the second is still using."""
+    original = BaseChatModel.__dict__["_generate_with_cache"]
+    first, second = seams.installed(), seams.installed()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert BaseChatModel.__dict__["_generate_with_cache"] is not original  # still live
+    second.__exit__(None, None, None)
+    assert BaseChatModel.__dict__["_generate_with_cache"] is original

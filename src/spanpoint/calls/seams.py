@@ -79,7 +79,7 @@ def install(holder: object, *, trace_calls: bool) -> None:
     spans on calls outside a durable scope (the zero-code instrumentor)."""
     with _LOCK:
         _HOLDERS[holder] = trace_calls
-        _STATE["trace"] = any(_HOLDERS.values())
+        _STATE["trace"] = trace_calls or _STATE["trace"]
         if _STATE["live"]:
             return
         for owner, name, factory in _targets():
@@ -114,10 +114,9 @@ def installed_by(holder: object) -> bool:
 
 @contextmanager
 def installed(*, trace_calls: bool = False) -> Iterator[None]:
-    """The seams for the duration of a block (a ``GraphRunner`` call), unless already live."""
-    if _STATE["live"]:
-        yield
-        return
+    """The seams for the duration of a block (a ``GraphRunner`` call). Each block holds them
+    with its own token, even when they are live already: a concurrent call that installed
+    them may end first, and must not take them away from this one."""
     token = object()
     install(token, trace_calls=trace_calls)
     try:
