@@ -184,6 +184,14 @@ def test_writes_are_recorded_forwarded_and_re_issued_through_the_current_task() 
     with pytest.raises(NotReplayable, match="no LangGraph task"):
         replay_tool_result(saved, input_messages=[], tool_call_id="c2", config={})
 
+    def read(channel: str, fresh: bool = False) -> Any:
+        return {"messages": []}[channel]  # a graph without the files channel: KeyError
+
+    changed = {"configurable": {SEND: now.extend, "__pregel_read": read}}
+    with pytest.raises(NotReplayable, match="'files', which this graph no longer has"):
+        replay_tool_result(saved, input_messages=[], tool_call_id="c2", config=changed)
+    assert len(now) == 1, "a refused replay wrote something"
+
     same, none = capture_writes({"configurable": {}})
     assert none == [] and same == {"configurable": {}}
 

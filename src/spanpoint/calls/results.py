@@ -458,5 +458,24 @@ def replay_tool_result(
                 f"the call wrote {len(writes)} channel value(s) and there is no LangGraph task "
                 "to write them to now"
             )
+        _check_channels(config, writes)
         send(writes)
     return output
+
+
+def _check_channels(config: Mapping[str, Any] | None, writes: Sequence[Write]) -> None:
+    """Refuse writes to a channel the current graph does not have: LangGraph would drop them
+    with a log line, and the replay would silently lose part of the result."""
+    conf = config.get("configurable") if config else None
+    read = conf.get(_compat.CONFIG_KEY_READ) if isinstance(conf, Mapping) else None
+    if not callable(read):
+        return  # no way to ask; LangGraph's own check still runs when the writes apply
+    for channel in {channel for channel, _ in writes if not channel.startswith("__")}:
+        try:
+            read(channel, False)
+        except KeyError:
+            raise NotReplayable(
+                f"the call wrote the channel {channel!r}, which this graph no longer has"
+            ) from None
+        except Exception:  # a channel that cannot be read now still exists: LangGraph decides
+            continue
