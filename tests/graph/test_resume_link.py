@@ -122,12 +122,25 @@ def instrumented(configured: Any) -> Iterator[Any]:
     instrumentor.uninstrument()
 
 
+@pytest.fixture
+def thread_scope() -> Iterator[None]:
+    """SPANPOINT_DURABLE=thread for one test, as the instrumentor would set it."""
+    from spanpoint.calls import tasks
+
+    before = tasks.durable_scope()
+    tasks.set_durable_scope("thread")
+    yield
+    tasks.set_durable_scope(before)
+
+
 @pytest.mark.parametrize("in_run", [False, True])
 def test_a_zero_code_resume_links_to_the_paused_span_and_lists_the_ids(
-    instrumented: Any, tmp_path: Path, in_run: bool
+    instrumented: Any, tmp_path: Path, in_run: bool, request: pytest.FixtureRequest
 ) -> None:
     from langgraph.types import Command
 
+    if not in_run:  # outside a run, only the thread scope lets spanpoint write to the thread
+        request.getfixturevalue("thread_scope")
     app = graph(tmp_path / "lg.db")
     config = {"configurable": {"thread_id": "t"}}
     with spanpoint.run("R-zero") if in_run else nullcontext():
@@ -141,3 +154,23 @@ def test_a_zero_code_resume_links_to_the_paused_span_and_lists_the_ids(
     event = resumed_event(second)
     assert list(event.attributes[semconv.LANGGRAPH_INTERRUPT_IDS]) == [pending.id]
     assert event.attributes[semconv.GEN_AI_CONVERSATION_ID] == "t"
+
+
+def test_outside_a_durable_scope_zero_code_leaves_langgraph_checkpoints_unchanged(
+    instrumented: Any, tmp_path: Path
+) -> None:
+    """docs/compatibility.md: the instrumentor changes nothing LangGraph keeps. LangGraph's
+    own suite compares checkpoint metadata, so no spanpoint key may land there unasked."""
+    from langgraph.types import Command
+
+    app = graph(tmp_path / "lg.db")
+    config = {"configurable": {"thread_id": "t"}}
+    paused = app.invoke({"answer": ""}, config)
+    [pending] = paused["__interrupt__"]
+    assert app.invoke(Command(resume="yes"), config) == {"answer": "yes"}
+    for snapshot in app.get_state_history(config):
+        assert not [key for key in snapshot.metadata or {} if "spanpoint" in key]
+    # The resume is still described on its span: the ids it answers, read from the thread.
+    _first, second = instrumented.graph_spans("invoke_workflow LangGraph")
+    event = resumed_event(second)
+    assert list(event.attributes[semconv.LANGGRAPH_INTERRUPT_IDS]) == [pending.id]

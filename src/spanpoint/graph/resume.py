@@ -199,13 +199,18 @@ def _thread(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     return thread_id, {"configurable": {"thread_id": thread_id}}
 
 
-def traced_call_config(graph: Any, graph_input: Any, config: Any) -> Any:
+def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool) -> Any:
     """A zero-code graph call's config with the current span (the call's) in its
     checkpoints' metadata, and, for a ``Command(resume=...)``, the resume described on the
-    span (issue 15 item 5). Best effort: a failed state read only costs the ids and link."""
+    span (issue 15 item 5). Best effort: a failed state read only costs the ids and link.
+
+    ``stamp`` is False outside a durable scope: there the instrumentor must change nothing
+    LangGraph keeps (its checkpoint metadata is compared by LangGraph's own suite), so a
+    resume links to the paused span only while this process remembers it."""
     span = trace.get_current_span()
-    config = stamp_pause_origin(dict(config or {}), span)
-    thread_id, state_config = _thread(config)
+    if stamp:
+        config = stamp_pause_origin(dict(config or {}), span)
+    thread_id, state_config = _thread(config or {})
     if _resumed(graph_input) and thread_id is not None and span.is_recording():
         try:
             snapshot = graph.get_state(state_config)
@@ -215,11 +220,14 @@ def traced_call_config(graph: Any, graph_input: Any, config: Any) -> Any:
     return config
 
 
-async def atraced_call_config(graph: Any, graph_input: Any, config: Any) -> Any:
+async def atraced_call_config(
+    graph: Any, graph_input: Any, config: Any, *, stamp: bool
+) -> Any:
     """The async form of :func:`traced_call_config` (``aget_state``)."""
     span = trace.get_current_span()
-    config = stamp_pause_origin(dict(config or {}), span)
-    thread_id, state_config = _thread(config)
+    if stamp:
+        config = stamp_pause_origin(dict(config or {}), span)
+    thread_id, state_config = _thread(config or {})
     if _resumed(graph_input) and thread_id is not None and span.is_recording():
         try:
             snapshot = await graph.aget_state(state_config)

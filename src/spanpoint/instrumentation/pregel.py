@@ -316,9 +316,11 @@ def _rerunning(
     # For import time: loaded by the first call of a graph with a checkpointer.
     from spanpoint.graph import rerun, resume
 
+    stamp = _stamps_checkpoints(target)
+
     def body(*a: Any, **kw: Any) -> Any:
         graph_input, config, rest = rerun.split_invoke_args(a, kw)
-        config = resume.traced_call_config(graph, graph_input, config)
+        config = resume.traced_call_config(graph, graph_input, config, stamp=stamp)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
             output = wrapped(graph_input, config, **rest)
@@ -331,6 +333,15 @@ def _rerunning(
         return output
 
     return body
+
+
+def _stamps_checkpoints(target: Any) -> bool:
+    """Whether a zero-code call may write spanpoint's keys into LangGraph's checkpoint
+    metadata: only in a durable scope the user chose (a run, or ``SPANPOINT_DURABLE=thread``).
+    Elsewhere the instrumentor changes nothing LangGraph keeps (docs/compatibility.md)."""
+    from spanpoint.calls import tasks  # for import time: loaded with the graph modules above
+
+    return target is not None or tasks.durable_scope() == "thread"
 
 
 def _note(scope: Any, output: Any) -> None:
@@ -377,9 +388,11 @@ def _arerunning(
         return wrapped if scope is None else _anoting(wrapped, scope)
     from spanpoint.graph import rerun, resume  # for import time (see _rerunning)
 
+    stamp = _stamps_checkpoints(target)
+
     async def body(*a: Any, **kw: Any) -> Any:
         graph_input, config, rest = rerun.split_invoke_args(a, kw)
-        config = await resume.atraced_call_config(graph, graph_input, config)
+        config = await resume.atraced_call_config(graph, graph_input, config, stamp=stamp)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
             output = await wrapped(graph_input, config, **rest)
