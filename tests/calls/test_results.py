@@ -219,6 +219,14 @@ def test_input_messages_come_from_state_injected_state_or_the_runtime() -> None:
     assert input_messages_of(None, {"state": {"messages": messages}}) is messages
     assert input_messages_of(None, {"x": 1}) is None
 
+    def read(channel: str, fresh: bool = False) -> Any:
+        return {"messages": messages}[channel]
+
+    task = {"configurable": {"__pregel_read": read}}  # a task's own read of its input
+    assert input_messages_of(None, {"x": 1}, task) is messages
+    no_messages = {"configurable": {"__pregel_read": lambda channel, fresh=False: {}[channel]}}
+    assert input_messages_of(None, {"x": 1}, no_messages) is None
+
 
 # --- end to end through CheckpointMiddleware ---------------------------------------------
 
