@@ -193,10 +193,11 @@ def test_durability_policy_detects_in_process_checkpointers_by_type(
         assert runner.info.warnings == ()
 
 
-def test_calls_strategy_warns_without_the_middleware_and_is_not_a_boundary(configured) -> None:
+def test_calls_strategy_needs_no_middleware_and_is_not_a_boundary(configured) -> None:
+    # The seams make every model and tool call a boundary, middleware or not (issue 15).
     agent = create_agent(ConversationModel(final="ok"), [])
     runner = GraphRunner(agent, name="plain", strategy="calls")
-    assert any("nothing to checkpoint" in w for w in runner.info.warnings)
+    assert not any("CheckpointMiddleware" in w for w in runner.info.warnings)
     checkpointed = create_agent(
         ConversationModel(final="ok"), [], middleware=[spanpoint.CheckpointMiddleware()]
     )
@@ -212,6 +213,9 @@ def test_calls_strategy_warns_without_the_middleware_and_is_not_a_boundary(confi
     assert chat.parent is not None and chat.parent.span_id == graph_span.context.span_id
     kinds = [cp.kind for cp in configured.store.list_checkpoints("C-1")]
     assert kinds == ["model_call"]  # the call is the boundary, not the graph
+    with spanpoint.run("C-0"):
+        runner.invoke({"messages": [HumanMessage("hi")]}, thread_id="t0")
+    assert [cp.kind for cp in configured.store.list_checkpoints("C-0")] == ["model_call"]
 
 
 def test_ainvoke_behaves_like_invoke(configured) -> None:

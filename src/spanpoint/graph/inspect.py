@@ -60,13 +60,10 @@ def inspect_graph(
         raise MissingCheckpointerError(problem + " (require_checkpointer=True)")
     if problem and (durability.warn_in_process or not has_saver):
         warnings.append(problem)
+    # No warning when the middleware is missing: GraphRunner installs the model and tool
+    # seams (spanpoint.calls.seams) for every call, so each model and tool call is a
+    # boundary with or without it (issue 15 item 6); the middleware only adds its policy.
     middleware = find_checkpoint_middleware(graph) if strategy == "calls" else None
-    if strategy == "calls" and middleware is None:
-        warnings.append(
-            "strategy='calls' but the graph has no spanpoint CheckpointMiddleware "
-            "(spanpoint.calls.middleware): there is nothing to checkpoint; add it to "
-            "create_agent(middleware=[...]) or use strategy='graph_call'"
-        )
     operation = semconv.OP_INVOKE_AGENT if is_agent else semconv.OP_INVOKE_WORKFLOW
     return GraphInfo(
         is_agent=is_agent,
