@@ -138,6 +138,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "spanpoint._compat",
         "spanpoint._lazy",
         "spanpoint._terminal",
+        "spanpoint._prices",
     ),
     ("spanpoint.capture", "spanpoint.serde"),
     ("spanpoint.stores",),

@@ -18,33 +18,16 @@ priced by the checkpoint it replayed). What replay saved is the replayed calls' 
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import ormsgpack
 
-from spanpoint import semconv
+from spanpoint import _prices, semconv
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
 
-logger = logging.getLogger("spanpoint")
-
 CURRENCY = "USD"
-
-# LangChain's model_provider names -> genai-prices provider ids, where they differ (the
-# guard's table, spanpoint.guard.budgets).
-_PROVIDER_IDS = {
-    "google_genai": "google",
-    "google_vertexai": "google",
-    "bedrock": "aws",
-    "bedrock_converse": "aws",
-    "azure_openai": "azure",
-    "mistralai": "mistral",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class CallCost:
@@ -76,55 +59,9 @@ def message_cost(message: Any) -> CallCost | None:
 
 def price(model: str, provider: str | None, inp: int, out: int, cached: int) -> float | None:
     """US dollars for one call by genai-prices, None when the model is not in its table (or
-    the library is not installed: extra ``spanpoint[guard]``).
-
-    As the guard does: a flat-priced model's per-token rates are taken once per process (a
-    library calculation takes about 0.7 ms); a tiered one is priced call by call.
-    """
-    if not _library_available():
-        return None
-    provider = _PROVIDER_IDS.get(provider or "", provider)
-    rates = _flat_rates(model, provider)
-    if rates is None:
-        return None
-    if rates == "tiered":
-        return _library_price(model, provider, inp, out, cached)
-    fresh = max(inp - cached, 0)
-    return fresh * rates[0] + out * rates[1] + cached * rates[2]
-
-
-@lru_cache(maxsize=1)
-def _library_available() -> bool:
-    return importlib.util.find_spec("genai_prices") is not None
-
-
-def _library_price(model: str, provider: str | None, inp: int, out: int, cached: int) -> float:
-    from genai_prices import Usage, calc_price  # for import time: only priced calls load it
-
-    usage = Usage(input_tokens=inp, output_tokens=out, cache_read_tokens=cached)
-    return float(calc_price(usage, model, provider_id=provider).total_price)
-
-
-@lru_cache(maxsize=256)
-def _flat_rates(model: str, provider: str | None) -> tuple[float, float, float] | str | None:
-    from datetime import UTC, datetime
-
-    from genai_prices import data_snapshot, types  # for import time (see _library_price)
-
-    try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider, None)
-    except LookupError:
-        logger.debug("spanpoint: no price known for model %r (provider %r)", model, provider)
-        return None
-    prices = info.get_prices(datetime.now(UTC))
-    if any(isinstance(v, types.TieredPrices) for v in vars(prices).values()):
-        return "tiered"
-    million = 1_000_000
-    return (
-        _library_price(model, provider, million, 0, 0) / million,
-        _library_price(model, provider, 0, million, 0) / million,
-        _library_price(model, provider, million, 0, million) / million,
-    )
+    the library is not installed: extra ``spanpoint[guard]``); the guard prices the same way
+    (both use :mod:`spanpoint._prices`)."""
+    return _prices.price(model, provider, inp, out, cached)
 
 
 def cost_attributes(message: Any) -> dict[str, Any]:

@@ -9,14 +9,12 @@ the model; the ``"*"`` entry there prices any model the table does not know.
 
 from __future__ import annotations
 
-import importlib.util
-import logging
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 
+from spanpoint import _prices
 from spanpoint.guard.config import (
     MAX_COST,
     MAX_STEPS,
@@ -25,18 +23,6 @@ from spanpoint.guard.config import (
     GuardConfig,
     TokenPrice,
 )
-
-logger = logging.getLogger("spanpoint.guard")
-
-# LangChain's model_provider names → genai-prices provider ids, where they differ.
-_PROVIDER_IDS = {
-    "google_genai": "google",
-    "google_vertexai": "google",
-    "bedrock": "aws",
-    "bedrock_converse": "aws",
-    "azure_openai": "azure",
-    "mistralai": "mistral",
-}
 
 
 class Usage(NamedTuple):
@@ -116,60 +102,12 @@ def _custom_cost(usage: Usage, price: TokenPrice) -> float:
 
 
 def _library_cost(usage: Usage) -> float | None:
-    if not _library_available():
-        return None
-    model, provider = usage.model or "", _PROVIDER_IDS.get(usage.provider or "", usage.provider)
-    rates = _flat_rates(model, provider)
-    if rates is None:
-        return None
-    if rates != "tiered":
-        fresh_input = max(usage.input_tokens - usage.cache_read_tokens, 0)
-        return (
-            fresh_input * rates[0]
-            + usage.output_tokens * rates[1]
-            + usage.cache_read_tokens * rates[2]
-        )
-    # Tiered prices depend on the prompt size: let the library price this exact call.
-    return _price(model, provider, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens)
-
-
-@lru_cache(maxsize=1)
-def _library_available() -> bool:
-    return importlib.util.find_spec("genai_prices") is not None
-
-
-def _price(model: str, provider: str | None, inp: int, out: int, cached: int) -> float:
-    from genai_prices import Usage as PricedUsage
-    from genai_prices import calc_price
-
-    usage = PricedUsage(input_tokens=inp, output_tokens=out, cache_read_tokens=cached)
-    return float(calc_price(usage, model, provider_id=provider).total_price)
-
-
-@lru_cache(maxsize=256)
-def _flat_rates(model: str, provider: str | None) -> tuple[float, float, float] | str | None:
-    """Dollars per input, output and cached-input token, ``"tiered"``, or ``None`` (unknown).
-
-    A library price calculation takes about 0.7 ms; for a flat-priced model the per-token
-    rates it implies are taken once per process, so a priced step costs microseconds.
-    """
-    from datetime import UTC, datetime
-
-    from genai_prices import data_snapshot, types
-
-    try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider, None)
-    except LookupError:
-        logger.debug("no price known for model %r (provider %r)", model, provider)
-        return None
-    prices = info.get_prices(datetime.now(UTC))
-    if any(isinstance(v, types.TieredPrices) for v in vars(prices).values()):
-        return "tiered"
-    million = 1_000_000
-    return (
-        _price(model, provider, million, 0, 0) / million,
-        _price(model, provider, 0, million, 0) / million,
-        _price(model, provider, million, 0, million) / million,
+    return _prices.price(
+        usage.model or "",
+        usage.provider,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
     )
 
 
