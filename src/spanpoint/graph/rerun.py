@@ -19,7 +19,7 @@ Used by ``GraphRunner`` (both strategies) and the zero-code ``Pregel.invoke`` pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -116,6 +116,28 @@ def _warn(scope: RunScope, exc: BaseException) -> Rerun:
     return START
 
 
+# The reads a rerun plan needs, as requests its sync and async drivers answer (the sans-I/O
+# shape of boundary._Call.wait): "latest" -> the thread's state; "history" -> the newest
+# checkpoint of this call, or None.
+_Read = Literal["latest", "history"]
+
+
+def _plan_steps(
+    graph: Any, scope: RunScope, key: str, kwargs: Mapping[str, Any]
+) -> Generator[_Read, Any, Rerun]:
+    if scope.attempt < 2:  # a first attempt has no earlier progress to find
+        return START
+    latest = yield "latest"
+    if _ours(latest, scope.run_id, key):
+        return _classify(latest, True, graph, kwargs)
+    if not _has_checkpoint(latest):
+        return START
+    found = yield "history"
+    if found is None or not _ours(found, scope.run_id, key):
+        return START
+    return _classify(found, False, graph, kwargs)
+
+
 def plan(
     graph: Any,
     state_config: Mapping[str, Any],
@@ -124,21 +146,20 @@ def plan(
     kwargs: Mapping[str, Any],
 ) -> Rerun:
     """What this graph call does on the thread, read once (see the module doc)."""
-    if scope.attempt < 2:  # a first attempt has no earlier progress to find
-        return START
+    steps = _plan_steps(graph, scope, key, kwargs)
     try:
-        latest = graph.get_state(state_config)
-        if _ours(latest, scope.run_id, key):
-            return _classify(latest, True, graph, kwargs)
-        if not _has_checkpoint(latest):
-            return START
-        history = graph.get_state_history(state_config, filter=_filter(key), limit=1)
-        found = next(iter(history), None)
+        read = next(steps)
+        while True:
+            if read == "latest":
+                answer = graph.get_state(state_config)
+            else:
+                history = graph.get_state_history(state_config, filter=_filter(key), limit=1)
+                answer = next(iter(history), None)
+            read = steps.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
     except Exception as exc:  # a failed read means execute: never a wrong return
         return _warn(scope, exc)
-    if found is None or not _ours(found, scope.run_id, key):
-        return START
-    return _classify(found, False, graph, kwargs)
 
 
 async def aplan(
@@ -149,25 +170,23 @@ async def aplan(
     kwargs: Mapping[str, Any],
 ) -> Rerun:
     """The async form of :func:`plan` (async checkpointers have no sync reads)."""
-    if scope.attempt < 2:
-        return START
+    steps = _plan_steps(graph, scope, key, kwargs)
     try:
-        latest = await graph.aget_state(state_config)
-        if _ours(latest, scope.run_id, key):
-            return _classify(latest, True, graph, kwargs)
-        if not _has_checkpoint(latest):
-            return START
-        found = None
-        async for snapshot in graph.aget_state_history(
-            state_config, filter=_filter(key), limit=1
-        ):
-            found = snapshot
-            break
+        read = next(steps)
+        while True:
+            answer = None
+            if read == "latest":
+                answer = await graph.aget_state(state_config)
+            else:
+                history = graph.aget_state_history(state_config, filter=_filter(key), limit=1)
+                async for snapshot in history:
+                    answer = snapshot
+                    break
+            read = steps.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
     except Exception as exc:
         return _warn(scope, exc)
-    if found is None or not _ours(found, scope.run_id, key):
-        return START
-    return _classify(found, False, graph, kwargs)
 
 
 def snapshot_output(graph: Any, snapshot: Any) -> Any:

@@ -199,6 +199,17 @@ def _thread(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     return thread_id, {"configurable": {"thread_id": thread_id}}
 
 
+def _prepare(graph_input: Any, config: Any, stamp: bool) -> tuple[Any, Any, Any]:
+    """(config, the call's span, and the (thread id, state config) to read the resumed
+    interrupts from, or None): the half of a traced call's config both forms share."""
+    span = trace.get_current_span()
+    if stamp:
+        config = stamp_pause_origin(dict(config or {}), span)
+    thread_id, state_config = _thread(config or {})
+    wanted = _resumed(graph_input) and thread_id is not None and span.is_recording()
+    return config, span, (thread_id, state_config) if wanted else None
+
+
 def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool) -> Any:
     """A zero-code graph call's config with the current span (the call's) in its
     checkpoints' metadata, and, for a ``Command(resume=...)``, the resume described on the
@@ -207,16 +218,13 @@ def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool
     ``stamp`` is False outside a durable scope: there the instrumentor must change nothing
     LangGraph keeps (its checkpoint metadata is compared by LangGraph's own suite), so a
     resume links to the paused span only while this process remembers it."""
-    span = trace.get_current_span()
-    if stamp:
-        config = stamp_pause_origin(dict(config or {}), span)
-    thread_id, state_config = _thread(config or {})
-    if _resumed(graph_input) and thread_id is not None and span.is_recording():
+    config, span, read = _prepare(graph_input, config, stamp)
+    if read is not None:
         try:
-            snapshot = graph.get_state(state_config)
+            snapshot = graph.get_state(read[1])
         except Exception:  # an async checkpointer, a failed read: no ids, no link
             snapshot = None
-        _announce(span, graph_input, snapshot, thread_id)
+        _announce(span, graph_input, snapshot, read[0])
     return config
 
 
@@ -224,14 +232,11 @@ async def atraced_call_config(
     graph: Any, graph_input: Any, config: Any, *, stamp: bool
 ) -> Any:
     """The async form of :func:`traced_call_config` (``aget_state``)."""
-    span = trace.get_current_span()
-    if stamp:
-        config = stamp_pause_origin(dict(config or {}), span)
-    thread_id, state_config = _thread(config or {})
-    if _resumed(graph_input) and thread_id is not None and span.is_recording():
+    config, span, read = _prepare(graph_input, config, stamp)
+    if read is not None:
         try:
-            snapshot = await graph.aget_state(state_config)
+            snapshot = await graph.aget_state(read[1])
         except Exception:
             snapshot = None
-        _announce(span, graph_input, snapshot, thread_id)
+        _announce(span, graph_input, snapshot, read[0])
     return config
