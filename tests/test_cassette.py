@@ -152,9 +152,13 @@ def test_modes_new_episodes_and_all(configured: Any, tmp_path: Path) -> None:
         agent().invoke(other)  # new: executed and recorded
     assert grown.replayed == 3 and grown.recorded == 3
     assert len(json.loads(path.read_text())["calls"]) == 6
-    with spanpoint.cassette(path, mode="none") as replay:
+    with spanpoint.cassette(path, mode="none") as replay:  # the session, in its order
+        agent().invoke(REQUEST)
         agent().invoke(other)
-    assert replay.replayed == 3 and replay.recorded == 0
+    assert replay.replayed == 6 and replay.recorded == 0
+    with pytest.raises(spanpoint.CassetteMissError, match="recorded at another position"):
+        with spanpoint.cassette(path, mode="none"):  # keyed by position too: out of order
+            agent().invoke(other)
     with spanpoint.cassette(path, mode="all") as again:
         agent().invoke(REQUEST)
     assert again.recorded == 3 and len(json.loads(path.read_text())["calls"]) == 3

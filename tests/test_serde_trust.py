@@ -387,7 +387,7 @@ def test_a_tool_call_with_unreadable_arguments_executes_uncached(configured: Tel
         tool=None, state={}, runtime=None,  # type: ignore[arg-type]
     )
     with spanpoint.run("tool-lock") as run:
-        spec = CheckpointMiddleware()._tool_spec(request)
+        spec = CheckpointMiddleware()._tool_spec(request, [])
     assert spec is not None and spec.replay is False and spec.fingerprint is None
     assert any(
         "'execute_tool lookup' is not cacheable" in w and "[1]['lock'] is a _thread.lock" in w

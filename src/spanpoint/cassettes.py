@@ -389,7 +389,13 @@ def _miss_message(state: _State, request: _Request) -> str:
         return head + f"No {what} named {request.name!r} was recorded. " + fix
     index, recorded = nearest
     changes = _changes(request.kind, recorded["detail"], request.detail)
-    shown = "; ".join(changes) if changes else "no difference in what spanpoint records"
+    shown = (
+        "; ".join(changes)
+        if changes
+        else "nothing in the call itself: it was recorded at another position of the "
+        "session (a call is keyed by content and position, so replay the session's calls in "
+        "the order they were recorded)"
+    )
     nearest_text = f"Nearest recorded call: #{index} {recorded['path']!r}. "
     return head + nearest_text + f"What changed: {shown}. " + fix
 
