@@ -351,3 +351,17 @@ def test_doctor_reports_a_rejecting_endpoint_as_a_failure(tmp_path: Path) -> Non
     for signal in ("traces", "logs", "metrics"):
         assert f"{signal}: export FAILED — OTLP {receiver.endpoint}/v1/{signal}" in out
     assert "HTTP 500 Internal Server Error" in out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_as_the_trace_file_keeps_its_mode(tmp_path: Path) -> None:
+    """SPANPOINT_TRACE_FILE=/dev/null is how benchmarks and users silence the local file.
+    Tightening it to 0600 as root locked every other user (PostgreSQL's server among them)
+    out of /dev/null. A private copy of /dev/null's node stands in for it here."""
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.chmod(node, 0o666)
+    from spanpoint.telemetry.files import PrivateAppender
+
+    assert PrivateAppender(node).append(["{}"])
+    assert mode(node) == 0o666

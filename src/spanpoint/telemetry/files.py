@@ -73,7 +73,12 @@ def ensure_private_folder(folder: Path) -> None:
 
 
 def _tighten(fd: int, path: Path) -> None:
-    mode = stat.S_IMODE(os.fstat(fd).st_mode)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        # /dev/null, a FIFO, a terminal: not a file of spanpoint's. Tightening a device node
+        # as root would lock every other user of the machine out of it.
+        return
+    mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
         try:
             os.fchmod(fd, 0o600)
