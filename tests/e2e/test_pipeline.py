@@ -97,6 +97,7 @@ def runs(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Runs:
         _run([spanpoint_cli, "demo", "--run-id", runs.demo[-1]], env, work)
         _run([sys.executable, str(ROOT / "examples" / "calls_agent.py")], env, work)
         _run([sys.executable, str(HERE / "guard_workload.py"), runs.guard[-1]], env, work)
+        _run([sys.executable, str(HERE / "cost_workload.py"), f"cost-{tag}"], env, work)
         if round_ == 0:
             # Span metrics flush every 5 s and Prometheus scrapes every second: let the first
             # totals land so that the second round shows up as an increase.
