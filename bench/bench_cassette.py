@@ -8,7 +8,10 @@ answers from the conversation after ``latency`` seconds per call (a provider's r
 
 - ``live``: the agent inside a fresh ``spanpoint.run`` (the calls strategy, MemoryStore);
 - ``record``: the agent inside ``spanpoint.cassette(path, mode="all")`` (writes the file);
-- ``replay``: inside ``spanpoint.cassette(path, mode="none")`` (reads it, calls nothing).
+- ``replay``: inside ``spanpoint.cassette(path, mode="none")`` (reads it, calls nothing);
+- ``graph``: the same agent with no spanpoint at all and a model that answers at once: the
+  graph's own work, which a cassette replay still does (a cassette replaces the calls, not the
+  agent's code), so replay can never cost less than this.
 
 Prints the median of each, replay / live (the issue's bound: at most 0.06) and record - live
 (the issue's bound: recording adds no more than the calls strategy does, i.e. about 0).
@@ -77,9 +80,15 @@ def main() -> None:
         [lookup, order],
         middleware=[spanpoint.CheckpointMiddleware()],
     )
+    bare = create_agent(
+        SlowModel(plan=[t for t in PLAN if t], final="Done.", latency=0.0), [lookup, order]
+    )
     path = Path(tempfile.mkdtemp()) / "bench.json"
-    times: dict[str, list[float]] = {"live": [], "record": [], "replay": []}
+    times: dict[str, list[float]] = {"live": [], "record": [], "replay": [], "graph": []}
     for _ in range(rounds):
+        start = time.perf_counter()
+        bare.invoke(REQUEST)
+        times["graph"].append(time.perf_counter() - start)
         start = time.perf_counter()
         with spanpoint.run(f"live-{uuid.uuid4().hex}"):
             agent.invoke(REQUEST)
@@ -97,6 +106,7 @@ def main() -> None:
         print(f"{name:>7}: {value * 1000:9.1f} ms (median of {rounds})")
     print(f"replay / live: {med['replay'] / med['live']:.4f} (bound 0.06)")
     print(f"record - live: {(med['record'] - med['live']) * 1000:+.1f} ms")
+    print(f"replay - graph alone: {(med['replay'] - med['graph']) * 1000:+.1f} ms")
 
 
 if __name__ == "__main__":
