@@ -78,12 +78,9 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
     ) -> ModelResponse | ExtendedModelResponse:
         """Check before the call, call the model unless stopped, analyse its answer."""
-        state = request.state
-        before = self._engine.before_model(state.get(STATE_KEY), state["messages"])
+        before, request = self._before(request)
         if before.stop:
             return _stopped(before)
-        if before.messages:
-            request = request.override(messages=[*request.messages, *before.messages])
         return self._after(request, handler(request), before)
 
     async def awrap_model_call(
@@ -92,13 +89,19 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
     ) -> ModelResponse | ExtendedModelResponse:
         """Async form of :meth:`wrap_model_call`."""
-        state = request.state
-        before = self._engine.before_model(state.get(STATE_KEY), state["messages"])
+        before, request = self._before(request)
         if before.stop:
             return _stopped(before)
+        return self._after(request, await handler(request), before)
+
+    def _before(self, request: ModelRequest[Any]) -> tuple[Decision, ModelRequest[Any]]:
+        """The guard's check before a model call, and the request with any reflection it
+        adds (the request as given when it adds none)."""
+        state = request.state
+        before = self._engine.before_model(state.get(STATE_KEY), state["messages"])
         if before.messages:
             request = request.override(messages=[*request.messages, *before.messages])
-        return self._after(request, await handler(request), before)
+        return before, request
 
     def _after(
         self, request: ModelRequest[Any], response: ModelResponse, before: Decision
