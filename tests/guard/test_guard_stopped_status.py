@@ -8,6 +8,7 @@ run record and so ``spanpoint show``, executed and replayed alike.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,3 +123,41 @@ def test_a_zero_code_guard_stop_makes_the_run_stopped(configured: Any, saver: bo
     assert run.status == "stopped"
     [root] = configured.runs()
     assert root.attributes[semconv.RUN_STATUS] == "stopped"
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("strategy", ["graph_call", "calls"])
+def test_a_zero_code_rerun_of_a_stopped_run_is_stopped(
+    configured: Any, monkeypatch: pytest.MonkeyPatch, strategy: str, mode: str
+) -> None:
+    """Attempt 2 replays attempt 1's graph call (graph_call) or its calls (calls) from the
+    store: the guard does not run again, yet the run is still the one the guard stopped."""
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    monkeypatch.setenv("SPANPOINT_STRATEGY", strategy)
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured.provider)
+    outputs, runs = [], []
+    try:
+        for _attempt in (1, 2):
+            guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+            agent = create_agent(
+                ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
+                checkpointer=InMemorySaver(), name="stuck",
+            )  # fmt: skip
+            with spanpoint.run("ticket-zero-rerun") as run:
+                config = {"configurable": {"thread_id": "t-zr"}}
+                if mode == "invoke":
+                    outputs.append(agent.invoke(QUESTION, config))
+                else:
+                    outputs.append(asyncio.run(agent.ainvoke(QUESTION, config)))
+            runs.append(run)
+    finally:
+        instrumentor.uninstrument()
+    assert [o["guard_terminated"] for o in outputs] == [True, True]
+    if strategy == "graph_call":  # precondition: attempt 2 replayed the whole graph call
+        [_, replayed] = configured.spans("invoke_agent stuck")
+        assert replayed.attributes.get(semconv.REPLAYED) is True
+    assert [r.status for r in runs] == ["stopped", "stopped"]
+    roots = configured.runs()
+    assert [s.attributes[semconv.RUN_STATUS] for s in roots] == ["stopped", "stopped"]

@@ -475,7 +475,9 @@ def graph_invoke(options: PatchOptions, switch: Any = On) -> Wrapper:
             body = _rerunning(wrapped, instance, meta, parent, options, args, kwargs)
             if _durable(options, parent):
                 spec = _durable_spec(meta, args, kwargs)
-                return span_call(spec, _owning(graph_call, body), *args, **kwargs)
+                output = span_call(spec, _owning(graph_call, body), *args, **kwargs)
+                _note(current_run(), output)  # replayed too: a stopped run stays stopped
+                return output
             span, thread_id, attached = _open_call_span(
                 meta, graph_call, ctx, args, kwargs, nested=parent is not None
             )
@@ -514,7 +516,9 @@ def graph_ainvoke(options: PatchOptions, switch: Any = On) -> Wrapper:
             body = _arerunning(wrapped, instance, meta, parent, options, args, kwargs)
             if _durable(options, parent):
                 spec = _durable_spec(meta, args, kwargs)
-                return await aspan_call(spec, _aowning(graph_call, body), *args, **kwargs)
+                output = await aspan_call(spec, _aowning(graph_call, body), *args, **kwargs)
+                _note(current_run(), output)  # replayed too: a stopped run stays stopped
+                return output
             span, thread_id, attached = _open_call_span(
                 meta, graph_call, ctx, args, kwargs, nested=parent is not None
             )
