@@ -135,9 +135,7 @@ class GraphCall:
         except Exception as exc:
             self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
-        self._remember(req, result)
-        self.summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
-        return result
+        return self._ended(req, started, result, node_counters(tally.nodes), tally.span)
 
     async def ainvoke(self, req: RunRequest, kwargs: dict[str, Any]) -> RunResult:
         """The async form of :meth:`invoke`."""
@@ -153,9 +151,7 @@ class GraphCall:
         except Exception as exc:
             self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
-        self._remember(req, result)
-        self.summarize(req, started, result, None, node_counters(tally.nodes), span=tally.span)
-        return result
+        return self._ended(req, started, result, node_counters(tally.nodes), tally.span)
 
     def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
         identity = fingerprint = None
@@ -220,23 +216,13 @@ class GraphCall:
     def _execute(
         self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None = None
     ) -> RunResult:
-        span = trace.get_current_span()
-        self._on_start(span, req)
-        config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
-        if tally is not None:
-            tally.span = span
+        span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
-        if self.info.has_state and self._pregel:
-            config = stamp_pause_origin(config, span)
-        durable = self._durable(tally)
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            config, kw = self._stamped(durable, config, kw)
             plan = rerun.plan(self.graph, req.state_config(), durable[0], durable[1], kw)
             if plan.action == "return":
                 return self._returned(span, req, plan)
-            if plan.action == "continue":
-                graph_input = None
-                span.set_attribute(semconv.GRAPH_RERUN, "continued")
+            graph_input = self._rerun_input(span, req, plan)
         counted = tally is not None and self._pregel and not shapes_output(kw)
         if counted:
             output = invoke_counting(self.graph, graph_input, config, kw, tally.nodes)
@@ -251,23 +237,13 @@ class GraphCall:
     async def _aexecute(
         self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None = None
     ) -> RunResult:
-        span = trace.get_current_span()
-        self._on_start(span, req)
-        config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
-        if tally is not None:
-            tally.span = span
+        span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
-        if self.info.has_state and self._pregel:
-            config = stamp_pause_origin(config, span)
-        durable = self._durable(tally)
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            config, kw = self._stamped(durable, config, kw)
             plan = await rerun.aplan(self.graph, req.state_config(), durable[0], durable[1], kw)
             if plan.action == "return":
                 return self._returned(span, req, plan)
-            if plan.action == "continue":
-                graph_input = None
-                span.set_attribute(semconv.GRAPH_RERUN, "continued")
+            graph_input = self._rerun_input(span, req, plan)
         counted = tally is not None and self._pregel and not shapes_output(kw)
         if counted:
             output = await ainvoke_counting(self.graph, graph_input, config, kw, tally.nodes)
@@ -282,6 +258,24 @@ class GraphCall:
                 self.graph, req.state_config(), output, ended
             )
         return self.finish(span, req, output, snapshot, checkpoint)
+
+    def _begin(
+        self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None
+    ) -> tuple[trace.Span, dict[str, Any], dict[str, Any], tuple[RunScope, str] | None]:
+        """What the sync and async executions share before the graph runs: the current span
+        (started), the config and call kwargs (stamped when the call is durable), and
+        :meth:`_durable`'s run and key."""
+        span = trace.get_current_span()
+        self._on_start(span, req)
+        config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
+        if tally is not None:
+            tally.span = span
+        if self.info.has_state and self._pregel:
+            config = stamp_pause_origin(config, span)
+        durable = self._durable(tally)
+        if durable is not None:
+            config, kw = self._stamped(durable, config, kw)
+        return span, config, kw, durable
 
     # --- rerun with a durable checkpointer (graph/rerun.py) ----------------------------------
 
@@ -313,6 +307,14 @@ class GraphCall:
         span.set_attribute(semconv.GRAPH_RERUN, "returned")
         output = rerun.snapshot_output(self.graph, plan.snapshot)
         return self.finish(span, req, output, plan.snapshot)
+
+    def _rerun_input(self, span: trace.Span, req: RunRequest, plan: rerun.Rerun) -> Any:
+        """The graph input of a call a rerun plan did not return: None when it continues the
+        thread (LangGraph's own resume), else the request's input."""
+        if plan.action == "continue":
+            span.set_attribute(semconv.GRAPH_RERUN, "continued")
+            return None
+        return req.input
 
     def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
         """Under ``calls`` (no boundary): the key a graph-call boundary would have, so that a
@@ -435,8 +437,7 @@ class GraphCall:
         return settings().tracer.start_span(self.span_name, attributes=attrs)
 
     def _traced_only(self, req: RunRequest, kwargs: dict[str, Any], started: float) -> RunResult:
-        span, mark, tally = self.open_span(req), journal_mark(), _Tally()
-        tally.call_key = self._calls_key(req, kwargs)
+        span, mark, tally = self._open_traced(req, kwargs)
         try:
             with spans.current(span):
                 result = self._execute(req, kwargs, tally)
@@ -444,17 +445,12 @@ class GraphCall:
             spans.fail_span(span, exc)
             self.summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
-        spans.end_ok(span, self._describe(result))
-        counters = journal_counters(mark, tally.nodes)
-        self._remember(req, result)
-        self.summarize(req, started, result, None, counters, span=span)
-        return result
+        return self._traced_ended(req, started, span, mark, tally, result)
 
     async def _atraced_only(
         self, req: RunRequest, kwargs: dict[str, Any], started: float
     ) -> RunResult:
-        span, mark, tally = self.open_span(req), journal_mark(), _Tally()
-        tally.call_key = self._calls_key(req, kwargs)
+        span, mark, tally = self._open_traced(req, kwargs)
         try:
             with spans.current(span):
                 result = await self._aexecute(req, kwargs, tally)
@@ -462,8 +458,39 @@ class GraphCall:
             spans.fail_span(span, exc)
             self.summarize(req, started, None, exc, journal_counters(mark, tally.nodes))
             raise
+        return self._traced_ended(req, started, span, mark, tally, result)
+
+    def _open_traced(
+        self, req: RunRequest, kwargs: dict[str, Any]
+    ) -> tuple[trace.Span, int, _Tally]:
+        """The span of a traced-only call, where its journal stands now, and its tally."""
+        span, mark, tally = self.open_span(req), journal_mark(), _Tally()
+        tally.call_key = self._calls_key(req, kwargs)
+        return span, mark, tally
+
+    def _traced_ended(
+        self,
+        req: RunRequest,
+        started: float,
+        span: trace.Span,
+        mark: int,
+        tally: _Tally,
+        result: RunResult,
+    ) -> RunResult:
+        """End a traced-only call that returned: its span, what it remembers, its summary."""
         spans.end_ok(span, self._describe(result))
-        counters = journal_counters(mark, tally.nodes)
+        return self._ended(req, started, result, journal_counters(mark, tally.nodes), span)
+
+    def _ended(
+        self,
+        req: RunRequest,
+        started: float,
+        result: RunResult,
+        counters: Mapping[str, int],
+        span: trace.Span | None,
+    ) -> RunResult:
+        """A call that returned, under either strategy: remembered, and summarized with
+        ``counters`` and correlated with ``span``."""
         self._remember(req, result)
         self.summarize(req, started, result, None, counters, span=span)
         return result
