@@ -24,6 +24,10 @@ class NotInRunError(SpanpointError):
     """An operation needs an active ``spanpoint.run(...)`` scope and none is open."""
 
 
+class UnknownRunError(SpanpointError, LookupError):
+    """The store holds no run with this id (``spanpoint diff``, forks): see ``spanpoint runs``."""
+
+
 class SerializationError(SpanpointError):
     """A boundary output cannot be serialized (raised only with ``strict=True``)."""
 

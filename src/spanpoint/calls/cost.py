@@ -154,6 +154,11 @@ class Totals:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
+    def summary(self) -> str:
+        """``3 calls, 1,234 tok, $0.012300 (1 unpriced)``: the form every CLI command prints."""
+        text = f"{self.calls} calls, {self.tokens:,} tok, ${self.cost:.6f}"
+        return text + (f" ({self.unpriced} unpriced)" if self.unpriced else "")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
         return {
