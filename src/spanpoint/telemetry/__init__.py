@@ -19,35 +19,35 @@ def _global_meter_provider() -> Any:
     return metrics.get_meter_provider()
 
 
-_meter_source: Callable[[], Any] = _global_meter_provider
-
-
-def set_meter_source(source: Callable[[], Any]) -> None:
-    """Where :func:`meter_provider` finds the provider (``spanpoint.config`` sets it)."""
-    global _meter_source
-    _meter_source = source
-
-
-def meter_provider() -> Any:
-    """spanpoint's meter provider now: the configured one (the global one until then)."""
-    return _meter_source()
-
-
 def _global_logger_provider() -> Any:
     from opentelemetry import _logs  # for import time: the logs API loads with the first record
 
     return _logs.get_logger_provider()
 
 
-_logger_source: Callable[[], Any] = _global_logger_provider
+#: Where :func:`meter_provider` and :func:`logger_provider` find their provider: the global
+#: ones until ``spanpoint.config`` installs the settings' (see the module doc).
+_sources: dict[str, Callable[[], Any]] = {
+    "meter": _global_meter_provider,
+    "logger": _global_logger_provider,
+}
+
+
+def set_meter_source(source: Callable[[], Any]) -> None:
+    """Where :func:`meter_provider` finds the provider (``spanpoint.config`` sets it)."""
+    _sources["meter"] = source
 
 
 def set_logger_source(source: Callable[[], Any]) -> None:
     """Where :func:`logger_provider` finds the provider (``spanpoint.config`` sets it)."""
-    global _logger_source
-    _logger_source = source
+    _sources["logger"] = source
+
+
+def meter_provider() -> Any:
+    """spanpoint's meter provider now: the configured one (the global one until then)."""
+    return _sources["meter"]()
 
 
 def logger_provider() -> Any:
     """spanpoint's logger provider now: the configured one (the global one until then)."""
-    return _logger_source()
+    return _sources["logger"]()
