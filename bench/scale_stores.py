@@ -101,12 +101,24 @@ def checkpoint(run: str, r: int, i: int, base_ns: int) -> Any:
         started_at_ns=started,
         ended_at_ns=started + 400_000,
         view=VIEWS[kind],
+        # What entered the key (schema 7 / PostgreSQL 4): as the engine writes them.
+        fingerprint=hashlib.sha256(f"{run}/{i}/input".encode()).hexdigest(),
+        identity=f"{hashlib.sha256(f'{run}/task:{turn}'.encode()).hexdigest()}/{name}",
+        input_view=INPUT_VIEWS[kind],
     )
 
 
 VIEWS: dict[str, dict[str, Any]] = {
     "chat": {"model": "bench-fake", "finish_reason": "tool_calls", "output_tokens": 7},
     "execute_tool": {"tool": "lookup_ticket", "status": "ok"},
+}
+INPUT_VIEWS: dict[str, dict[str, Any]] = {
+    "chat": {
+        "messages": [{"role": "human", "digest": "ab" * 32, "text": None, "chars": 40}],
+        "tools": [{"name": "lookup_ticket", "digest": "cd" * 32}],
+        "settings": {},
+    },
+    "execute_tool": {"args": {"ticket": "T-1"}},
 }
 
 
@@ -280,6 +292,7 @@ class Filler:
         self.base_ns = base_ns
         self.now = now
         self.view_text: dict[str, Any] = {}
+        self.input_view_text: dict[str, Any] = {}
         self.digest: Callable[[Any], str] | None = None
         self.cp_cols: list[str] = []
         self.run_cols: list[str] = []
@@ -311,6 +324,7 @@ class Filler:
             (row,) = b.select(conn, b.checkpoints_table, self.cp_cols, "key", cp.key)
             stored = dict(zip(self.cp_cols, row, strict=True))
             self.view_text.setdefault(cp.kind, stored["view"])
+            self.input_view_text.setdefault(cp.kind, stored.get("input_view"))
             ours = self.checkpoint_values(cp, 0)
             for column in self.cp_cols:
                 if column in b.volatile:
@@ -337,6 +351,7 @@ class Filler:
     def checkpoint_values(self, cp: Any, index: int) -> dict[str, Any]:
         values: dict[str, Any] = {name: getattr(cp, name) for name in checkpoint_fields()}
         values["view"] = self.view_text.get(cp.kind, values["view"])
+        values["input_view"] = self.input_view_text.get(cp.kind, values["input_view"])
         values["lease_owner"] = None
         values["lease_expires_at"] = None
         if self.digest is not None:

@@ -70,6 +70,10 @@ class BoundarySpec:
         attributes: span attributes set at start (they reach the sampler).
         replay: False makes the boundary a plain span even inside a run.
         view: a small redacted JSON-safe description kept with the checkpoint.
+        input_view: makes the redacted description of the input kept with the checkpoint
+            (``Checkpoint.input_view``, for diffs and forks); called once, at commit, so a
+            call that replays never builds it. None: the redacted ``identity`` (a step's
+            arguments), or no view when the input is known by its fingerprint alone.
         describe: attributes derived from the output, set on executed and replayed spans.
         on_replay: called with the replay span and the stored output, to add what the
             execution would have added while running (lifecycle events, for example).
@@ -85,6 +89,7 @@ class BoundarySpec:
     span_kind: SpanKind = SpanKind.INTERNAL
     replay: bool = True
     view: dict[str, Any] = field(default_factory=dict)
+    input_view: Callable[[], dict[str, Any] | None] | None = None
     describe: Callable[[Any], Mapping[str, AttributeValue]] | None = None
     on_replay: Callable[[trace.Span, Any], None] | None = None
     encode: Callable[[Any], Any] | None = None
@@ -96,8 +101,10 @@ class _Call:
 
     __slots__ = (
         "claimed",
+        "fingerprint",
         "frame",
         "holder",
+        "identity",
         "key",
         "ordinal",
         "owner",
@@ -125,6 +132,8 @@ class _Call:
         self.owner = ""  # this execution's lease owner, made at the first claim
         self.holder: Claim | None = None
         self.key = ""
+        self.fingerprint: str | None = None
+        self.identity: str | None = None
         self.ordinal = 0
         parent_path = self.parent.path if self.parent else ""
         self.path = f"{parent_path}/{spec.name}" if parent_path else spec.name
@@ -144,9 +153,10 @@ class _Call:
                 self.frame = Frame(self.path, self.key, kind=spec.kind, task=self.parent.task)
                 return
             self.ordinal = self.parent.next_ordinal(spec.name, fp)
-            self.key = serde.checkpoint_key(
-                scope.run_id, f"{self.parent.identity}/{spec.name}", self.ordinal, fp
-            )
+            self.fingerprint = fp
+            # Kept with the checkpoint: what a fork needs to key it for another run id.
+            self.identity = identity = f"{self.parent.identity}/{spec.name}"
+            self.key = serde.checkpoint_key(scope.run_id, identity, self.ordinal, fp)
             attrs[semconv.RUN_ID] = scope.run_id
             attrs[semconv.BOUNDARY_PATH] = self.path
             attrs[semconv.BOUNDARY_ORDINAL] = self.ordinal
@@ -379,6 +389,9 @@ class _Execution:
                     started_at_ns=getattr(span, "start_time", None) or time.time_ns(),
                     ended_at_ns=time.time_ns(),
                     view=call.spec.view,
+                    fingerprint=call.fingerprint,
+                    identity=call.identity,
+                    input_view=_input_view(call.spec, scope),
                 )
                 owner = call.owner if call.claimed else None
                 self.staged = processor.StagedOutput(scope.store, checkpoint, owner)
@@ -504,6 +517,20 @@ class _Execution:
             )
         if scope.strict:
             raise StoreError(f"commit of {staged.checkpoint.path!r} failed: {staged.error}")
+
+
+def _input_view(spec: BoundarySpec, scope: RunScope) -> dict[str, Any] | None:
+    """The redacted input view a checkpoint keeps; None when it cannot be made (it is a
+    description for people: a failure costs the view, never the commit)."""
+    try:
+        if spec.input_view is not None:
+            return spec.input_view()
+        if spec.identity is None:
+            return None
+        return {"args": settings().capture.redact(spec.identity)}
+    except Exception as exc:
+        scope.warn(f"no input view for {spec.name!r}: {exception_text(exc)}")
+        return None
 
 
 def _end_span(span: trace.Span) -> Exception | None:

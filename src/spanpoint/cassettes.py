@@ -55,6 +55,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tracers.context import register_configure_hook
 
 from spanpoint import semconv
+from spanpoint.calls.inputs import message_views
 from spanpoint.capture import REDACTED, CapturePolicy, is_secret_key, redact_text, truncate
 from spanpoint.config import settings
 from spanpoint.errors import CassetteMissError, ConfigurationError
@@ -165,26 +166,13 @@ def _redact_tree(value: Any) -> Any:
 # --- what a call asked for (for a miss's message) --------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return json.dumps(content, sort_keys=True, default=str)
-
-
 def describe_messages(
     messages: Sequence[BaseMessage], capture: CapturePolicy
 ) -> list[dict[str, Any]]:
-    """Each message's role, redacted text and tool calls (no run-time ids)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        entry: dict[str, Any] = {"role": message.type, "text": redact_text(_text(message.content))}
-        calls = getattr(message, "tool_calls", None)
-        if calls:
-            entry["tool_calls"] = [
-                {"name": c.get("name"), "args": capture.redact(c.get("args"))} for c in calls
-            ]
-        out.append(entry)
-    return out
+    """Each message's role, digest, whole redacted text and tool calls (no run-time ids):
+    the description a checkpoint's input view holds (``spanpoint.calls.inputs``), with the
+    text always, since a cassette exists to show what its calls asked."""
+    return message_views(messages, capture, text=True, limit=None)
 
 
 @dataclass

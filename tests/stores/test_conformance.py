@@ -158,10 +158,24 @@ def test_put_then_get_round_trips_every_field(subject: Subject) -> None:
         ended_at_ns=1_700_000_000_987_654_321,
         view={"tool": "lookup", "args": ["a", 1], "nested": {"ok": True}},
         ordinal=7,
+        fingerprint="fe" * 32,
+        identity="ab" * 32 + "/lookup",
+        input_view={"args": {"q": "ticket 42"}, "nested": [1, None, "x"]},
     )
     assert store.get("k1") is None
     assert store.put(original) is True
     assert store.get("k1") == original
+    assert store.list_checkpoints("run-1") == [original]
+    claim = store.claim("k1", "me", 60)
+    assert claim.checkpoint == original
+
+
+def test_a_checkpoint_without_input_identity_reads_none(subject: Subject) -> None:
+    store = subject.store
+    store.put(cp("k1"))
+    got = store.get("k1")
+    assert got is not None
+    assert (got.fingerprint, got.identity, got.input_view) == (None, None, None)
 
 
 def test_first_writer_wins(subject: Subject) -> None:

@@ -46,6 +46,11 @@ def test_a_version_2_file_keeps_its_checkpoints_and_leases(tmp_path: Path) -> No
     try:
         assert version_of(path) == str(SCHEMA_VERSION)
         assert [c.key for c in store.list_checkpoints("run")] == ["done-2", "done-1"]
+        # Committed before schema 7: no input identity (a fork refuses such rows by name).
+        assert all(
+            (c.fingerprint, c.identity, c.input_view) == (None, None, None)
+            for c in store.list_checkpoints("run")
+        )
         assert store.claim("done-1", "me", 60).state == "committed"
         held = store.claim("busy", "host-b:2:bbb", 60)
         assert (held.state, held.owner) == ("held", "host-a:1:aaa")

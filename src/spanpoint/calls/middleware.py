@@ -63,6 +63,7 @@ from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.calls import identity as call_identity
+from spanpoint.calls import inputs as call_inputs
 from spanpoint.calls import results, tasks
 from spanpoint.calls.attributes import (
     describe_model_response,
@@ -267,6 +268,13 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 if request.messages
                 else None,
             }
+            spec.input_view = lambda: call_inputs.model_input_view(
+                request.messages,
+                capture,
+                system_message=request.system_message,
+                tools=request.tools,
+                settings=request.model_settings,
+            )
         return spec
 
     def _tool_spec(
@@ -317,6 +325,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 "call_id": call_id,
                 "args": capture.redact(args),
             }
+            spec.input_view = lambda: call_inputs.tool_input_view(args, capture)
         return spec
 
 

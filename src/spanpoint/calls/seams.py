@@ -43,6 +43,7 @@ from opentelemetry.trace import SpanKind
 from spanpoint import _compat, semconv
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.calls import identity as call_identity
+from spanpoint.calls import inputs as call_inputs
 from spanpoint.calls import results, tasks
 from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
@@ -205,6 +206,12 @@ def model_spec(
         "messages": len(messages),
         "last_message": capture.message_view(messages[-1]) if messages else None,
     }
+    spec.input_view = lambda: call_inputs.model_input_view(
+        messages,
+        capture,
+        tools=kwargs.get("tools") or (),
+        settings={"stop": stop, **{k: v for k, v in kwargs.items() if k != "tools"}},
+    )
     return spec
 
 
@@ -305,6 +312,7 @@ def tool_spec(tool: Any, tool_input: Any, call_id: Any) -> BoundarySpec | None:
         "call_id": call_id,
         "args": capture.redact(args),
     }
+    spec.input_view = lambda: call_inputs.tool_input_view(args, capture)
     return spec
 
 

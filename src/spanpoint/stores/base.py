@@ -35,6 +35,12 @@ class Checkpoint:
 
     ``output_type``/``output`` are what :func:`spanpoint.serde.dumps` produced; ``view`` is a
     small, redacted, JSON-safe description for humans (never the raw input).
+
+    What entered the key, for forks and diffs (None on rows committed before they existed):
+    ``fingerprint`` is the input fingerprint and ``identity`` the parent-identity path (the
+    second argument of :func:`spanpoint.serde.checkpoint_key`), so the key can be computed
+    again for another run id; ``input_view`` is a small redacted JSON-safe description of
+    the input (messages, tools and settings of a model call, a tool call's arguments).
     """
 
     key: str
@@ -52,6 +58,9 @@ class Checkpoint:
     started_at_ns: int = 0
     ended_at_ns: int = 0
     view: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str | None = None
+    identity: str | None = None
+    input_view: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -111,7 +120,8 @@ def verify_checkpoint(cp: Checkpoint, digest: str | None, store: str) -> Checkpo
 
 
 def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
-    """A checkpoint's column values in ``Checkpoint`` field order, ``view`` as JSON text."""
+    """A checkpoint's column values in ``Checkpoint`` field order, ``view`` and
+    ``input_view`` as JSON text (``input_view`` NULL when there is none)."""
     return (
         cp.key,
         cp.run_id,
@@ -128,6 +138,9 @@ def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
         cp.started_at_ns,
         cp.ended_at_ns,
         json_text(cp.view),
+        cp.fingerprint,
+        cp.identity,
+        None if cp.input_view is None else json_text(cp.input_view),
     )
 
 

@@ -369,10 +369,16 @@ class PostgresStore:
 
     def _checkpoint(self, row: Sequence[Any]) -> Checkpoint:
         try:
-            *head, view = row
+            *head, view, fingerprint, identity, input_view = row
             if not isinstance(head[7], bytes) or not isinstance(head[6], str):
                 raise TypeError("output column is not a blob with a type tag")
-            return Checkpoint(*head, view=json.loads(view))
+            return Checkpoint(
+                *head,
+                view=json.loads(view),
+                fingerprint=fingerprint,
+                identity=identity,
+                input_view=None if input_view is None else json.loads(input_view),
+            )
         except (TypeError, ValueError) as exc:
             raise CorruptCheckpointError(
                 f"{self.description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); the "

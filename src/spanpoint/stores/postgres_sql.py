@@ -86,12 +86,19 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (kind, key)
     );
     """,
+    # What entered each key, for forks and diffs (issue 16): the input fingerprint, the
+    # parent-identity path and a redacted view of the input. Rows committed before read NULL.
+    """
+    ALTER TABLE spanpoint_checkpoints ADD COLUMN fingerprint text,
+        ADD COLUMN identity text, ADD COLUMN input_view text;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 COLS = (
     "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
-    "parent_span_id, attempt, started_at_ns, ended_at_ns, view"
+    "parent_span_id, attempt, started_at_ns, ended_at_ns, view, fingerprint, identity, "
+    "input_view"
 )
 #: What a read that may replay selects: the checkpoint's columns, then its digest.
 READ_COLS = COLS + ", digest"
@@ -130,7 +137,7 @@ SELECT 'held', c.lease_owner, {EPOCH.format("c.lease_expires_at")}, {NULL_COLS}
 
 PUT = f"""
 INSERT INTO spanpoint_checkpoints AS c ({READ_COLS}, seq, committed_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+VALUES ({", ".join(["%s"] * len(READ_COLS.split(",")))},
         nextval('spanpoint_commit_seq'), now())
 ON CONFLICT (key) DO UPDATE SET
     {", ".join(f"{c.strip()} = excluded.{c.strip()}" for c in READ_COLS.split(",")[1:])},

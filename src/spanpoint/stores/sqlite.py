@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("spanpoint")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _statements(script: str) -> list[str]:
@@ -174,6 +174,13 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE once_tokens (kind TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL, "
         "expires_at REAL NOT NULL, spent_at REAL, PRIMARY KEY (kind, key))"
     ],
+    # What entered each key, for forks and diffs (issue 16): the input fingerprint, the
+    # parent-identity path and a redacted view of the input. Rows committed before read None.
+    7: [
+        "ALTER TABLE checkpoints ADD COLUMN fingerprint TEXT",
+        "ALTER TABLE checkpoints ADD COLUMN identity TEXT",
+        "ALTER TABLE checkpoints ADD COLUMN input_view TEXT",
+    ],
 }
 
 #: Runs deleted per write transaction by gc: each transaction holds the write lock for a few
@@ -182,9 +189,11 @@ GC_BATCH_RUNS = 100
 
 _CHECKPOINT_COLUMNS = (
     "key, run_id, path, name, kind, ordinal, output_type, output, trace_id, span_id, "
-    "parent_span_id, attempt, started_at_ns, ended_at_ns, view"
+    "parent_span_id, attempt, started_at_ns, ended_at_ns, view, fingerprint, identity, "
+    "input_view"
 )
 _PUT_COLUMNS = _CHECKPOINT_COLUMNS + ", digest"
+_PUT_MARKS = ", ".join("?" * len(_PUT_COLUMNS.split(", ")))
 
 
 class SqliteStore:
@@ -616,7 +625,7 @@ class SqliteStore:
     # of a key wins; the WHERE makes any later one a no-op.
     _PUT = (
         f"INSERT INTO checkpoints ({_PUT_COLUMNS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+        f"VALUES ({_PUT_MARKS}) ON CONFLICT(key) DO UPDATE SET "
         + ", ".join(f"{column} = excluded.{column}" for column in _PUT_COLUMNS.split(", ")[1:])
         + ", lease_owner = NULL, lease_expires_at = NULL WHERE checkpoints.output IS NULL"
     )
@@ -650,10 +659,16 @@ class SqliteStore:
 
     def _checkpoint(self, row: tuple[Any, ...]) -> Checkpoint:
         try:
-            *head, view = row
+            *head, view, fingerprint, identity, input_view = row
             if not isinstance(head[7], bytes) or not isinstance(head[6], str):
                 raise TypeError("output column is not a blob with a type tag")
-            return Checkpoint(*head, view=json.loads(view))
+            return Checkpoint(
+                *head,
+                view=json.loads(view),
+                fingerprint=fingerprint,
+                identity=identity,
+                input_view=None if input_view is None else json.loads(input_view),
+            )
         except (TypeError, ValueError) as exc:
             raise CorruptCheckpointError(
                 f"{self.description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); it "

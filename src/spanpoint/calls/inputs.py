@@ -1,0 +1,122 @@
+"""What a model or tool call was given, as a small redacted JSON-safe description.
+
+One description serves every place that shows a call's input to a person: the input view a
+checkpoint keeps (``Checkpoint.input_view``, which ``spanpoint diff`` compares and a fork
+checks), and the request a cassette records to say what changed on a miss.
+
+- a model call: ``{"messages": [{"role", "digest", "text", "chars"[, "tool_calls"]}...],
+  "tools": [{"name", "digest"}...], "settings": {...}}``;
+- a tool call: ``{"args": <redacted arguments>}``.
+
+Each message carries the digest of its whole content (:func:`identity.message_digest`,
+memoized per message, so this costs a dictionary hit per message on the hot path), so two
+messages that differ past the cut, or whose text is not captured, still compare different.
+Text follows the capture policy (invariant 7): redacted and cut to :data:`TEXT_LIMIT`
+characters when content capture is on, ``None`` otherwise; a cassette, which exists to
+show what its calls asked, passes ``text=True``. Tool-call arguments are redacted by key and
+by pattern (``CapturePolicy.redact``), as in the checkpoint's ``view``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.tools import BaseTool
+
+from spanpoint.calls.identity import message_digest, tool_digest
+from spanpoint.capture import CapturePolicy, redact_text
+
+#: Characters of one message's text kept in an input view (the digest covers all of it).
+TEXT_LIMIT = 2000
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, sort_keys=True, default=str)
+
+
+def _cut(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[{len(text) - limit} characters cut]"
+
+
+def message_views(
+    messages: Sequence[BaseMessage],
+    capture: CapturePolicy,
+    *,
+    text: bool | None = None,
+    limit: int | None = TEXT_LIMIT,
+) -> list[dict[str, Any]]:
+    """Each message's role, content digest, redacted text (see the module docstring), length
+    in characters and tool calls (name and redacted arguments; never their run-time ids)."""
+    with_text = capture.captures_content if text is None else text
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        fields = getattr(message, "__dict__", None) or {}
+        full = _text(message.content)
+        entry: dict[str, Any] = {
+            "role": message.type,
+            "digest": message_digest(message).hex(),
+            # Redacted after the cut: the regular expressions then see 2,000 characters at
+            # most, whatever the message's length.
+            "text": redact_text(_cut(full, limit)) if with_text else None,
+            "chars": len(full),
+        }
+        calls = fields.get("tool_calls")
+        if calls:
+            entry["tool_calls"] = [
+                {"name": c.get("name"), "args": capture.redact(c.get("args"))} for c in calls
+            ]
+        out.append(entry)
+    return out
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, Mapping):
+        fn = tool.get("function")
+        if isinstance(fn, Mapping) and fn.get("name"):
+            return str(fn["name"])
+        return str(tool.get("name") or tool.get("type") or "tool")
+    return str(tool)
+
+
+def tool_views(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each tool definition's name and digest (memoized per tool object)."""
+    out = []
+    for tool in tools:
+        try:
+            found: str | None = tool_digest(tool)
+        except Exception:  # a definition that cannot be encoded: named, not digested
+            found = None
+        out.append({"name": _tool_name(tool), "digest": found})
+    return out
+
+
+def model_input_view(
+    messages: Sequence[BaseMessage],
+    capture: CapturePolicy,
+    *,
+    system_message: BaseMessage | None = None,
+    tools: Sequence[Any] = (),
+    settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The input view of one model call: its messages (the system prompt first), its tool
+    definitions and its settings, redacted."""
+    listed = [system_message, *messages] if system_message is not None else list(messages)
+    return {
+        "messages": message_views(listed, capture),
+        "tools": tool_views(tools),
+        "settings": capture.redact(dict(settings or {})),
+    }
+
+
+def tool_input_view(args: Any, capture: CapturePolicy) -> dict[str, Any]:
+    """The input view of one tool call: its arguments, redacted."""
+    return {"args": capture.redact(args)}
