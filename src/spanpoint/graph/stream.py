@@ -49,17 +49,11 @@ def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> It
                 break
             recorder.record(chunk)
             yield chunk
-        snapshot = None
-        if call.info.has_state:
-            with spans.current(span):
-                snapshot = call.graph.get_state(req.state_config(), subgraphs=True)
-    except GeneratorExit:
-        close_quietly(chunks)
-        _end_stream(call, span, recorder, req, started, None, closed_early=True)
-        raise
-    except BaseException as exc:  # cancelled or interrupted too: end the span
-        spans.fail_span(span, exc)
-        call.summarize(req, started, None, exc, {"chunks": recorder.count})
+        snapshot = _final_state(call, span, req)
+    except BaseException as exc:  # closed early, cancelled or interrupted: end the span
+        if isinstance(exc, GeneratorExit):
+            close_quietly(chunks)
+        _end_stopped(call, span, recorder, req, started, exc)
         raise
     _end_stream(call, span, recorder, req, started, snapshot)
 
@@ -79,18 +73,44 @@ async def astream_graph(
                 break
             recorder.record(chunk)
             yield chunk
-        snapshot = None
-        if call.info.has_state:
-            with spans.current(span):
-                snapshot = await call.graph.aget_state(req.state_config(), subgraphs=True)
-    except GeneratorExit:
-        _end_stream(call, span, recorder, req, started, None, closed_early=True)
-        raise
-    except BaseException as exc:  # cancelled or interrupted too: end the span
-        spans.fail_span(span, exc)
-        call.summarize(req, started, None, exc, {"chunks": recorder.count})
+        snapshot = await _afinal_state(call, span, req)
+    except BaseException as exc:  # closed early, cancelled or interrupted: end the span
+        _end_stopped(call, span, recorder, req, started, exc)
         raise
     _end_stream(call, span, recorder, req, started, snapshot)
+
+
+def _final_state(call: GraphCall, span: trace.Span, req: RunRequest) -> Any:
+    """The thread's state (with its subgraphs) when the stream ended; None without state."""
+    if not call.info.has_state:
+        return None
+    with spans.current(span):
+        return call.graph.get_state(req.state_config(), subgraphs=True)
+
+
+async def _afinal_state(call: GraphCall, span: trace.Span, req: RunRequest) -> Any:
+    """The async form of :func:`_final_state`."""
+    if not call.info.has_state:
+        return None
+    with spans.current(span):
+        return await call.graph.aget_state(req.state_config(), subgraphs=True)
+
+
+def _end_stopped(
+    call: GraphCall,
+    span: trace.Span,
+    recorder: StreamRecorder,
+    req: RunRequest,
+    started: float,
+    exc: BaseException,
+) -> None:
+    """End the span of a stream that did not reach its end: closed early by its consumer
+    (``GeneratorExit``, not an error), else failed (cancelled and interrupted too)."""
+    if isinstance(exc, GeneratorExit):
+        _end_stream(call, span, recorder, req, started, None, closed_early=True)
+    else:
+        spans.fail_span(span, exc)
+        call.summarize(req, started, None, exc, {"chunks": recorder.count})
 
 
 def _end_stream(
