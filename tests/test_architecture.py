@@ -142,13 +142,20 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("spanpoint.capture", "spanpoint.serde"),
     ("spanpoint.stores",),
-    ("spanpoint.telemetry", "spanpoint.processor", "spanpoint.events", "spanpoint.spans"),
+    (
+        "spanpoint.telemetry",
+        "spanpoint.processor",
+        "spanpoint.committer",  # issue 18 item 5: durability="async"'s background writer
+        "spanpoint.events",
+        "spanpoint.spans",
+    ),
     ("spanpoint.config", "spanpoint.guard"),
     ("spanpoint.run",),
     ("spanpoint.boundary",),
     ("spanpoint.step", "spanpoint.waits"),
     ("spanpoint.calls",),
     ("spanpoint.cassettes",),  # issue 16: a run whose store is a file, above the calls
+    ("spanpoint.diffs",),  # issue 16: two runs compared; reads stores, serde and calls.cost
     ("spanpoint.graph",),
     ("spanpoint.instrumentation",),
     ("spanpoint",),

@@ -3,8 +3,9 @@
 ``spanpoint demo`` runs the offline ticket demo; ``spanpoint runs`` lists runs (``--waiting``:
 those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` provides);
 ``spanpoint show RUN_ID`` prints a run's boundaries as a tree per attempt (executed, replayed
-or failed, with durations); ``spanpoint gc --older-than 30d`` deletes old runs (retention);
-``spanpoint doctor`` says where checkpoints and traces go.
+or failed, with durations); ``spanpoint diff RUN_A RUN_B`` names the first boundary where two
+runs diverge (``--json``: stable JSON); ``spanpoint gc --older-than 30d`` deletes old runs
+(retention); ``spanpoint doctor`` says where checkpoints and traces go.
 Nothing imports this module.
 
 Everything printed that came from a user or a store (run ids, names, paths, exception
@@ -30,6 +31,8 @@ from rich.tree import Tree
 from spanpoint import __version__
 from spanpoint._terminal import quoted, visible
 from spanpoint.calls.cost import Totals, run_cost
+from spanpoint.diffs import diff_runs
+from spanpoint.diffs import render as render_diff
 from spanpoint.errors import SpanpointError
 from spanpoint.stores import CheckpointStore, RunRecord, open_store
 from spanpoint.stores.base import RunCursor
@@ -161,8 +164,7 @@ def _decode_cursor(token: str) -> RunCursor:
 
 def _totals(totals: Totals) -> str:
     """Model calls, tokens and cost: ``3 calls, 1,234 tok, $0.012300 (1 unpriced)``."""
-    text = f"{totals.calls} calls, {totals.tokens:,} tok, ${totals.cost:.6f}"
-    return text + (f" ({totals.unpriced} unpriced)" if totals.unpriced else "")
+    return totals.summary()  # one form for show, runs and diff
 
 
 def _list_waits(st: CheckpointStore) -> None:
@@ -304,6 +306,36 @@ def _attach(branch: Tree, nodes: list[_Node]) -> None:
 
     for node in roots:
         add(branch, node)
+
+
+@app.command()
+def diff(
+    run_a: Annotated[str, typer.Argument(help="Run A, e.g. the original.")],
+    run_b: Annotated[str, typer.Argument(help="Run B, e.g. its fork.")],
+    store: StoreOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the diff as JSON (shape: docs/cli.md).")
+    ] = False,
+) -> None:
+    """Compare two runs boundary by boundary and name the first one where they diverge.
+
+    Exit status: 0 when the runs are equal, 1 when they diverge, 2 on bad input.
+    """
+    st = _open(store)
+    try:
+        result = diff_runs(st, run_a, run_b)
+    except SpanpointError as exc:
+        console.print(f"[red]error:[/] {visible(exc)}")
+        raise typer.Exit(2) from exc
+    finally:
+        st.close()
+    if as_json:
+        # ASCII JSON: whatever a run holds, no control character reaches the terminal raw.
+        typer.echo(json.dumps(result.to_dict(), sort_keys=True, indent=2, ensure_ascii=True))
+    else:
+        for line in render_diff(result):
+            console.print(line, soft_wrap=True)
+    raise typer.Exit(0 if result.equal else 1)
 
 
 @app.command()

@@ -1,0 +1,645 @@
+"""Two runs compared boundary by boundary, down to the first call where they diverge.
+
+:func:`diff_runs` reads the store protocol only (``get_run``, ``list_checkpoints``,
+``list_journal``). Each run's committed boundaries are walked in commit order and matched by
+their *label*: the path ``spanpoint show`` prints, with ``#N`` for the Nth boundary of that
+path (``lookup_ticket#2``). The first label whose boundary differs names the divergence:
+
+* its input changed: the input fingerprints that entered the checkpoint keys differ;
+* its output changed: another type, or other content;
+* it is in one run only.
+
+Content, not bytes: two live runs of the same agent never store the same bytes (LangChain
+assigns message ids at run time, providers mint tool-call ids, response metadata and usage
+vary), so outputs are compared as the fingerprints compare inputs — decoded through
+:mod:`spanpoint.serde`'s allow list, message ids, tool-call ids, response metadata and
+usage left out. An output that cannot be decoded (a type outside the allow list) is compared
+by its bytes. Token and cost figures are not part of the comparison; each run's are shown.
+
+The input difference is read from the checkpoints' ``input_view`` (redacted at commit):
+message by message (by digest, so a difference past the shown text still counts), tool
+definitions, model settings, tool arguments. Rows committed before input data existed have
+none: such runs are still compared by output, and the result says input data is missing.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from spanpoint import _json, serde
+from spanpoint._terminal import quoted, visible
+from spanpoint.calls.cost import RunCost, run_cost
+from spanpoint.capture import redact_text, truncate
+from spanpoint.errors import SpanpointError, UnknownRunError
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore, RunRecord
+
+#: The version of :meth:`RunDiff.to_dict`'s shape; raised on any change a reader would notice.
+SCHEMA_VERSION = 1
+SCHEMA = "spanpoint.diff"
+_TEXT_LIMIT = 2000  # bytes of one decoded output text kept in a diff
+
+Change = Literal["changed", "added", "removed"]
+Reason = Literal["input", "output", "only_in_a", "only_in_b"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSide:
+    """One run of a diff: its record, how many boundaries it committed, and what it cost.
+
+    ``duration_ms`` is the time the run spent running: per attempt, from its first boundary's
+    start to its last boundary's end, summed over attempts (the gaps between attempts left
+    out). ``cost`` holds the totals ``spanpoint show`` prints (executed and replayed model
+    calls, what replay saved).
+    """
+
+    run_id: str
+    name: str | None
+    status: str
+    attempts: int
+    boundaries: int
+    duration_ms: float
+    cost: RunCost
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "status": self.status,
+            "attempts": self.attempts,
+            "boundaries": self.boundaries,
+            "duration_ms": round(self.duration_ms, 3),
+            "cost": self.cost.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MessageChange:
+    """One message of a model call's input that differs: ``index`` counts from 0 in run A's
+    conversation for a changed or removed message, in run B's for an added one."""
+
+    index: int
+    change: Change
+    role_a: str | None
+    role_b: str | None
+    #: The texts as the input views kept them: redacted and cut, None when content capture
+    #: was off (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); ``chars`` is the
+    #: full length, kept either way.
+    text_a: str | None
+    text_b: str | None
+    chars_a: int | None = None
+    chars_b: int | None = None
+    tool_calls_a: Any = None
+    tool_calls_b: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ValueChange:
+    """A named part of an input that differs: a tool definition (its name; digests are not
+    shown), a model setting, another field of the input view (a tool call's ``args``)."""
+
+    name: str
+    change: Change
+    a: Any = None
+    b: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputDiff:
+    """How a boundary's input differs between the runs.
+
+    ``changed`` is None when a run has no input data for it (a row committed before input
+    data existed). ``messages``, ``tools``, ``settings`` and ``fields`` come from the input
+    views; all empty while ``changed`` is True means the difference is outside what a view
+    shows (which tool result answers which call).
+    """
+
+    changed: bool | None
+    fingerprint_a: str | None
+    fingerprint_b: str | None
+    messages: tuple[MessageChange, ...] = ()
+    tools: tuple[ValueChange, ...] = ()
+    settings: tuple[ValueChange, ...] = ()
+    fields: tuple[ValueChange, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDiff:
+    """A boundary's output in each run: type tag, view, and the text of the messages it holds
+    (decoded through the allow list; None when it holds none or could not be decoded,
+    ``error`` then says why). None on a side for a boundary that run does not have."""
+
+    changed: bool
+    type_a: str | None
+    type_b: str | None
+    view_a: Mapping[str, Any] | None
+    view_b: Mapping[str, Any] | None
+    text_a: tuple[str, ...] | None
+    text_b: tuple[str, ...] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """A boundary where the runs differ, and how.
+
+    ``position`` is 1-based in the walk (commit order); ``boundary`` its label, the form
+    ``spanpoint fork --at`` takes. ``input`` is None for a boundary in one run only.
+    """
+
+    position: int
+    boundary: str
+    kind: str
+    reason: Reason
+    input: InputDiff | None
+    output: OutputDiff
+
+
+@dataclass(frozen=True, slots=True)
+class RunDiff:
+    """The result of :func:`diff_runs`.
+
+    ``divergence`` is the first divergent boundary (None: the runs are equal), ``then`` the
+    next one (what the first changed next: after a tool's other output, the next model
+    call's input), ``same`` how many boundaries before the first are equal, ``notes`` what
+    could not be compared fully (missing input data, undecodable outputs).
+    """
+
+    a: RunSide
+    b: RunSide
+    same: int
+    divergence: Divergence | None
+    then: Divergence | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def equal(self) -> bool:
+        """Whether no boundary diverges."""
+        return self.divergence is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape of ``spanpoint diff --json`` (docs/cli.md): the dataclasses'
+        fields by name, tuples as lists, with ``schema`` and ``version``."""
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "equal": self.equal,
+            "runs": {"a": self.a.to_dict(), "b": self.b.to_dict()},
+            "same": self.same,
+            "divergence": None if self.divergence is None else asdict(self.divergence),
+            "then": None if self.then is None else asdict(self.then),
+            "notes": list(self.notes),
+        }
+
+
+# --- the walk -------------------------------------------------------------------------------
+
+
+def boundary_labels(checkpoints: Iterable[Checkpoint]) -> list[tuple[str, Checkpoint]]:
+    """Each checkpoint with its label, in the order given: its path, ``path#N`` for the
+    Nth one of that path (N from 2)."""
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for cp in checkpoints:
+        seen[cp.path] += 1
+        n = seen[cp.path]
+        out.append((cp.path if n == 1 else f"{cp.path}#{n}", cp))
+    return out
+
+
+def diff_runs(store: CheckpointStore, run_a: str, run_b: str) -> RunDiff:
+    """Compare runs ``run_a`` and ``run_b`` of ``store`` down to their first divergence.
+
+    Raises :class:`spanpoint.errors.UnknownRunError` when the store has no such run.
+    """
+    records = [_record(store, run_id) for run_id in (run_a, run_b)]
+    walks = [boundary_labels(store.list_checkpoints(run_id)) for run_id in (run_a, run_b)]
+    journals = [store.list_journal(run_id) for run_id in (run_a, run_b)]
+    sides = [
+        _side(store, record, walk, journal)
+        for record, walk, journal in zip(records, walks, journals, strict=True)
+    ]
+    notes: list[str] = []
+    missing = [
+        r.run_id for r, w in zip(records, walks, strict=True) if any(_no_input(cp) for _, cp in w)
+    ]
+    if missing:
+        notes.append(
+            "input data is missing for boundaries of run(s) "
+            + ", ".join(repr(m) for m in missing)
+            + " (committed before spanpoint kept it): those are compared by output only"
+        )
+    found, same = _first_divergences(walks[0], walks[1], notes)
+    first, then = [*found, None, None][:2]
+    return RunDiff(sides[0], sides[1], same, first, then, tuple(notes))
+
+
+def _record(store: CheckpointStore, run_id: str) -> RunRecord:
+    record = store.get_run(run_id)
+    if record is None:
+        raise UnknownRunError(
+            f"no run {run_id!r} in {store.description}; list the runs with `spanpoint runs` "
+            "(or pass --store for another store)"
+        )
+    return record
+
+
+def _no_input(cp: Checkpoint) -> bool:
+    return cp.fingerprint is None
+
+
+def _first_divergences(
+    walk_a: Sequence[tuple[str, Checkpoint]],
+    walk_b: Sequence[tuple[str, Checkpoint]],
+    notes: list[str],
+) -> tuple[list[Divergence], int]:
+    """The first two divergent labels (ordered by their earlier position in either run, run
+    A's first on a tie), and how many matched boundaries before the first are equal."""
+    index_b = {label: (i, cp) for i, (label, cp) in enumerate(walk_b)}
+    labels_a = {label for label, _ in walk_a}
+    # (position, 0 for a label of run A, label, its checkpoint in A, in B)
+    candidates: list[tuple[int, int, str, Checkpoint | None, Checkpoint | None]] = []
+    equal_at: list[int] = []
+    for i, (label, cp_a) in enumerate(walk_a):
+        found = index_b.get(label)
+        if found is None:
+            candidates.append((i, 0, label, cp_a, None))
+            continue
+        j, cp_b = found
+        if _input_changed(cp_a, cp_b) or _output_changed(cp_a, cp_b, notes):
+            candidates.append((min(i, j), 0, label, cp_a, cp_b))
+        else:
+            equal_at.append(min(i, j))
+    for j, (label, cp_b) in enumerate(walk_b):
+        if label not in labels_a:
+            candidates.append((j, 1, label, None, cp_b))
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    if not candidates:
+        return [], len(equal_at)
+    same = sum(1 for p in equal_at if p < candidates[0][0])
+    found = [_divergence(p + 1, label, a, b, notes) for p, _, label, a, b in candidates[:2]]
+    return found, same
+
+
+def _divergence(
+    position: int,
+    label: str,
+    cp_a: Checkpoint | None,
+    cp_b: Checkpoint | None,
+    notes: list[str],
+) -> Divergence:
+    present = cp_a if cp_a is not None else cp_b
+    assert present is not None
+    output = _output_diff(cp_a, cp_b, notes)
+    if cp_a is None or cp_b is None:
+        reason: Reason = "only_in_b" if cp_a is None else "only_in_a"
+        return Divergence(position, label, present.kind, reason, None, output)
+    inputs = input_diff(cp_a, cp_b)
+    reason = "input" if inputs.changed else "output"
+    return Divergence(position, label, present.kind, reason, inputs, output)
+
+
+def _side(
+    store: CheckpointStore,
+    record: RunRecord,
+    walk: Sequence[tuple[str, Checkpoint]],
+    journal: Sequence[BoundaryRecord],
+) -> RunSide:
+    spans: dict[int, list[int]] = {}
+    for start, end, attempt in [
+        *((cp.started_at_ns, cp.ended_at_ns, cp.attempt) for _, cp in walk),
+        *((j.started_at_ns, j.ended_at_ns, j.attempt) for j in journal),
+    ]:
+        if start and end:
+            lo_hi = spans.setdefault(attempt, [start, end])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
+    duration_ms = sum(max(0, hi - lo) for lo, hi in spans.values()) / 1e6
+    return RunSide(
+        run_id=record.run_id,
+        name=record.name,
+        status=record.status,
+        attempts=record.attempts,
+        boundaries=len(walk),
+        duration_ms=duration_ms,
+        # One totalling rule for show, runs and diff: the journal passed in, read once.
+        cost=run_cost(store, record.run_id, journal=journal),
+    )
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+def _input_changed(cp_a: Checkpoint, cp_b: Checkpoint) -> bool:
+    if cp_a.fingerprint is None or cp_b.fingerprint is None:
+        return False  # unknown: compared by output only (a note says so)
+    return cp_a.fingerprint != cp_b.fingerprint
+
+
+def input_diff(cp_a: Checkpoint, cp_b: Checkpoint) -> InputDiff:
+    """How ``cp_b``'s input differs from ``cp_a``'s, part by part, from their input views."""
+    if cp_a.fingerprint is None or cp_b.fingerprint is None:
+        return InputDiff(None, cp_a.fingerprint, cp_b.fingerprint)
+    changed = cp_a.fingerprint != cp_b.fingerprint
+    view_a, view_b = cp_a.input_view or {}, cp_b.input_view or {}
+    if not changed or view_a == view_b:
+        return InputDiff(changed, cp_a.fingerprint, cp_b.fingerprint)
+    other = sorted((set(view_a) | set(view_b)) - {"messages", "tools", "settings"})
+    return InputDiff(
+        changed,
+        cp_a.fingerprint,
+        cp_b.fingerprint,
+        messages=message_changes(view_a.get("messages") or [], view_b.get("messages") or []),
+        tools=_named_changes(view_a.get("tools") or [], view_b.get("tools") or []),
+        settings=_mapping_changes(view_a.get("settings") or {}, view_b.get("settings") or {}),
+        fields=_mapping_changes(
+            {k: view_a[k] for k in other if k in view_a},
+            {k: view_b[k] for k in other if k in view_b},
+        ),
+    )
+
+
+def _message_key(message: Any) -> Any:
+    if isinstance(message, Mapping):
+        return message.get("digest") or _json.stable_json(dict(message))
+    return _json.stable_json(message)
+
+
+def _field(message: Any, name: str) -> Any:
+    return message.get(name) if isinstance(message, Mapping) else None
+
+
+def message_changes(a: Sequence[Any], b: Sequence[Any]) -> tuple[MessageChange, ...]:
+    """Messages changed, added or removed from conversation ``a`` to ``b``, matched by digest
+    (a longest-common-subsequence match, so one inserted message is one addition)."""
+    matcher = difflib.SequenceMatcher(
+        None, [_message_key(m) for m in a], [_message_key(m) for m in b], autojunk=False
+    )
+    out: list[MessageChange] = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        pairs = min(i2 - i1, j2 - j1) if op == "replace" else 0
+        for k in range(pairs):
+            out.append(_message_change(i1 + k, "changed", a[i1 + k], b[j1 + k]))
+        out.extend(_message_change(i, "removed", a[i], None) for i in range(i1 + pairs, i2))
+        out.extend(_message_change(j, "added", None, b[j]) for j in range(j1 + pairs, j2))
+    return tuple(out)
+
+
+def _message_change(index: int, change: Change, x: Any, y: Any) -> MessageChange:
+    return MessageChange(
+        index,
+        change,
+        *(_field(x, "role"), _field(y, "role")),
+        *(_field(x, "text"), _field(y, "text")),
+        *(_field(x, "chars"), _field(y, "chars")),
+        *(_field(x, "tool_calls"), _field(y, "tool_calls")),
+    )
+
+
+def _named_changes(a: Sequence[Any], b: Sequence[Any]) -> tuple[ValueChange, ...]:
+    def by_name(items: Sequence[Any]) -> dict[str, Any]:
+        return {str(_field(t, "name") or t): t for t in items}
+
+    return _mapping_changes(by_name(a), by_name(b), values=False)
+
+
+def _mapping_changes(
+    a: Mapping[str, Any], b: Mapping[str, Any], *, values: bool = True
+) -> tuple[ValueChange, ...]:
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if key not in b:
+            out.append(ValueChange(key, "removed", x if values else None))
+        elif key not in a:
+            out.append(ValueChange(key, "added", None, y if values else None))
+        elif x != y:
+            out.append(ValueChange(key, "changed", *((x, y) if values else (None, None))))
+    return tuple(out)
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+
+def _output_changed(cp_a: Checkpoint, cp_b: Checkpoint, notes: list[str]) -> bool:
+    if cp_a.output_type != cp_b.output_type:
+        return True
+    if cp_a.output == cp_b.output:
+        return False
+    content_a, content_b = _content(cp_a, notes), _content(cp_b, notes)
+    if content_a is None or content_b is None:
+        return True  # not decodable here: the bytes differ, so the outputs do
+    return content_a != content_b
+
+
+def _decoded(cp: Checkpoint) -> Any:
+    """The output through the allow list; :class:`SpanpointError` when it cannot be read."""
+    return serde.loads(cp.output_type, cp.output)
+
+
+def _content(cp: Checkpoint, notes: list[str]) -> str | None:
+    """A content-only text of the output (see the module docstring), None if undecodable."""
+    try:
+        return _json.stable_json(_without_ids(serde.canonical(_decoded(cp))))
+    except SpanpointError as exc:
+        note = f"output of {cp.path!r} in run {cp.run_id!r} compared by bytes: {exc}"
+        if note not in notes:
+            notes.append(note)
+        return None
+
+
+def _without_ids(value: Any) -> Any:
+    """A canonical view without the tool-call ids a ToolMessage answers (minted per run; the
+    canonical view already leaves out message ids, AI tool-call ids, metadata and usage)."""
+    if isinstance(value, dict):
+        message = value.get("__message__")
+        if isinstance(message, dict) and "tool_call_id" in message:
+            return {
+                "__message__": {
+                    k: _without_ids(v) for k, v in message.items() if k != "tool_call_id"
+                }
+            }
+        return {k: _without_ids(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_ids(v) for v in value]
+    return value
+
+
+def _output_diff(cp_a: Checkpoint | None, cp_b: Checkpoint | None, notes: list[str]) -> OutputDiff:
+    texts, errors = [], []
+    for cp in (cp_a, cp_b):
+        if cp is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(message_texts(_decoded(cp)))
+        except SpanpointError as exc:
+            texts.append(None)
+            errors.append(f"run {cp.run_id!r}: {exc}")
+    changed = cp_a is None or cp_b is None or _output_changed(cp_a, cp_b, notes)
+    return OutputDiff(
+        changed,
+        None if cp_a is None else cp_a.output_type,
+        None if cp_b is None else cp_b.output_type,
+        None if cp_a is None else cp_a.view,
+        None if cp_b is None else cp_b.view,
+        texts[0],
+        texts[1],
+        "; ".join(errors) or None,
+    )
+
+
+def message_texts(value: Any) -> tuple[str, ...] | None:
+    """``role: text`` of each message in a decoded output (tool calls as ``→ name(args)``),
+    credentials redacted and each bounded; None when it holds no message."""
+    found = [_message_text(m) for m in _messages(value, 0)]
+    return tuple(found) if found else None
+
+
+def _messages(value: Any, depth: int) -> Iterable[Any]:
+    if depth > 8:
+        return
+    if isinstance(getattr(value, "type", None), str) and hasattr(value, "content"):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _messages(item, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _messages(item, depth + 1)
+    else:
+        update = getattr(value, "update", None)  # a Command's state update
+        if isinstance(update, Mapping | list | tuple):
+            yield from _messages(update, depth + 1)
+
+
+def _message_text(message: Any) -> str:
+    content = message.content
+    text = content if isinstance(content, str) else _json.stable_json(content)
+    calls = getattr(message, "tool_calls", None) or ()
+    for call in calls:
+        text += f" → {call.get('name')}({_json.stable_json(call.get('args'))})"
+    return f"{message.type}: {truncate(redact_text(text), _TEXT_LIMIT)}"
+
+
+# --- the terminal form ----------------------------------------------------------------------
+
+
+def render(diff: RunDiff) -> list[str]:
+    """The diff as lines of Rich markup, every value from a store escaped (``visible``)."""
+    lines = [f"diff of run {quoted(diff.a.run_id)} (A) and run {quoted(diff.b.run_id)} (B)"]
+    for tag, side in (("A", diff.a), ("B", diff.b)):
+        lines.append(f"  {tag}: {_side_text(side)}")
+    for note in diff.notes:
+        lines.append(f"  [yellow]note:[/] {visible(note)}")
+    div = diff.divergence
+    if div is None:
+        lines.append(
+            f"[green]no divergence:[/] the runs are equal ({diff.same} boundaries, same inputs "
+            "and outputs)"
+        )
+        return lines
+    before = f"; the {diff.same} boundaries before it are equal"
+    lines.extend(_divergence_lines("[bold red]first divergence[/]", div, before))
+    if diff.then is not None:
+        lines.extend(_divergence_lines("[bold]then[/]", diff.then))
+    return lines
+
+
+_WHY = {
+    "input": "its input changed",
+    "output": "its output differs (same input)",
+    "only_in_a": "it is in run A only",
+    "only_in_b": "it is in run B only",
+}
+
+
+def _divergence_lines(title: str, div: Divergence, suffix: str = "") -> list[str]:
+    lines = [
+        f"{title} at boundary {div.position} [bold]{visible(div.boundary)}[/] "
+        f"({visible(div.kind)}): {_WHY[div.reason]}{suffix}"
+    ]
+    if div.input is not None:
+        lines.extend(_input_lines(div.input))
+    lines.extend(_output_lines(div.output))
+    return lines
+
+
+def _side_text(side: RunSide) -> str:
+    cost = side.cost
+    return (
+        f"{visible(side.name or 'unnamed')}, {visible(side.status)}, {side.attempts} "
+        f"attempt(s), {side.boundaries} boundaries, {_ms(side.duration_ms)}; model calls "
+        f"executed: {cost.executed.summary()}; replayed: {cost.replayed.summary()}"
+    )
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else _json.stable_json(value)
+    return visible(repr(truncate(text, 400)))
+
+
+def _input_lines(diff: InputDiff) -> list[str]:
+    if diff.changed is None:
+        return ["  input: [yellow]input data is missing[/] for this boundary in a run"]
+    if not diff.changed:
+        return [f"  input: same (fingerprint {visible((diff.fingerprint_a or '')[:12])}…)"]
+    lines = ["  input differs:"]
+    lines.extend(f"    message {m.index} {_message_line(m)}" for m in diff.messages)
+    for t in diff.tools:
+        lines.append(f"    tool definition {quoted(t.name)} {t.change}")
+    for label, items in (("model setting", diff.settings), ("input", diff.fields)):
+        for s in items:
+            lines.append(f"    {label} {quoted(s.name)} {s.change}: {_short(s.a)} -> {_short(s.b)}")
+    if len(lines) == 1:
+        lines.append(
+            "    (the input views are equal: the difference is outside what they show, such "
+            "as which tool result answers which call)"
+        )
+    return lines
+
+
+def _text_of(text: str | None, chars: int | None) -> str:
+    if text is not None:
+        return _short(text)
+    return f"<{'?' if chars is None else chars} characters, text not captured>"
+
+
+def _message_line(m: MessageChange) -> str:
+    if m.change == "added":
+        return f"({visible(m.role_b)}) added: {_text_of(m.text_b, m.chars_b)}"
+    if m.change == "removed":
+        return f"({visible(m.role_a)}) removed: {_text_of(m.text_a, m.chars_a)}"
+    role = m.role_a if m.role_a == m.role_b else f"{m.role_a} -> {m.role_b}"
+    if m.text_a != m.text_b or m.text_a is None:
+        what = f"{_text_of(m.text_a, m.chars_a)} -> {_text_of(m.text_b, m.chars_b)}"
+    elif m.tool_calls_a != m.tool_calls_b:
+        what = f"tool calls {_short(m.tool_calls_a)} -> {_short(m.tool_calls_b)}"
+    else:
+        what = "same text shown; it differs past the cut, or in its name or status"
+    return f"({visible(role)}) changed: {what}"
+
+
+def _output_lines(diff: OutputDiff) -> list[str]:
+    lines = [f"  output {'differs' if diff.changed else 'is the same'}:"]
+    for tag, type_tag, view, texts in (
+        ("A", diff.type_a, diff.view_a, diff.text_a),
+        ("B", diff.type_b, diff.view_b, diff.text_b),
+    ):
+        if type_tag is None:
+            lines.append(f"    {tag}: (no such boundary)")
+            continue
+        lines.append(f"    {tag}: {visible(type_tag)} {visible(_json.stable_json(view))}")
+        lines.extend(f"       {visible(text)}" for text in texts or ())
+    if diff.error:
+        lines.append(f"    [yellow]not decoded:[/] {visible(diff.error)}")
+    return lines
