@@ -164,3 +164,78 @@ def test_a_durable_checkpointer_in_a_run_defaults_to_sync_durability(
         runner.invoke({"request": "refund"}, thread_id="t", **extra)
     runner.invoke({"request": "other"}, thread_id="t2")  # outside a run: LangGraph's default
     assert seen == [chosen or "sync", None]
+
+
+def breakpoint_graph(effects: Path, checkpointer: Any, *, compiled_with: bool) -> Any:
+    """draft, then send; a static breakpoint after draft (LangGraph's ``interrupt_after``),
+    set when compiling or, with ``compiled_with=False``, by the caller of each call."""
+
+    def draft(state: State) -> dict[str, str]:
+        count_effect(effects, "draft")
+        return {"draft": f"reply to {state['request']}"}
+
+    def send(state: State) -> dict[str, str]:
+        count_effect(effects, "send")
+        return {"sent": state["draft"]}
+
+    g = StateGraph(State)
+    g.add_node("draft", draft)
+    g.add_node("send", send)
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "send")
+    g.add_edge("send", END)
+    return g.compile(
+        checkpointer=checkpointer, interrupt_after=["draft"] if compiled_with else None
+    )
+
+
+@pytest.mark.parametrize("compiled_with", [True, False], ids=["compiled", "per-call"])
+@pytest.mark.parametrize("how", ["runner", "zero-code", "runner-async"])
+def test_a_rerun_of_a_call_stopped_after_a_breakpoint_reports_the_pause(
+    configured_sqlite: Any,
+    tmp_path: Path,
+    saver: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+    compiled_with: bool,
+) -> None:
+    """A thread stopped at a static ``interrupt_after`` breakpoint is paused, not crashed:
+    a rerun returns the pause and never runs past the breakpoint the user set."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    effects = tmp_path / "effects"
+    # SqliteSaver has no async methods: the async driver reads an in-process saver.
+    checkpointer = InMemorySaver() if how == "runner-async" else saver
+    graph = breakpoint_graph(effects, checkpointer, compiled_with=compiled_with)
+    extra: dict[str, Any] = {} if compiled_with else {"interrupt_after": ["draft"]}
+    outputs: list[Any] = []
+    if how == "zero-code":
+        from spanpoint.instrumentation import SpanpointInstrumentor
+
+        monkeypatch.setenv("SPANPOINT_STRATEGY", "calls")
+        instrumentor = SpanpointInstrumentor()
+        instrumentor.instrument(tracer_provider=configured_sqlite.provider)
+        try:
+            for _attempt in (1, 2):
+                with spanpoint.run("R-bp"):
+                    config = {"configurable": {"thread_id": "t"}}
+                    outputs.append(graph.invoke({"request": "refund"}, config, **extra))
+        finally:
+            instrumentor.uninstrument()
+    else:
+        runner = GraphRunner(graph, name="drafter", strategy="calls", durability=QUIET)
+        for _attempt in (1, 2):
+            with spanpoint.run("R-bp"):
+                if how == "runner":
+                    result = runner.invoke({"request": "refund"}, thread_id="t", **extra)
+                else:
+                    result = asyncio.run(
+                        runner.ainvoke({"request": "refund"}, thread_id="t", **extra)
+                    )
+            assert result.status == "interrupted", result
+            assert result.next_nodes == ("send",)
+            outputs.append(result.output)
+    assert [o.get("sent") for o in outputs] == [None, None], "a rerun ran past the breakpoint"
+    assert read_effects(effects) == {"draft": 1}
+    spans = configured_sqlite.graph_spans("invoke_workflow")
+    assert [s.attributes.get(semconv.GRAPH_RERUN) for s in spans] == [None, "returned"]

@@ -11,8 +11,9 @@ once and decides (issue 15 item 4, docs/concepts.md "Rerun with a durable checkp
   earlier call of this run, a checkpointer that kept nothing);
 - this call's checkpoint is the thread's latest and it has pending tasks: **continue** with
   ``invoke(None)``, as LangGraph's own crash resume does; completed tasks do not run again;
-- this call ended (no pending task, an interrupt, a breakpoint, or a later call wrote after
-  it): **return** the state of its last checkpoint; nothing executes.
+- this call ended (no pending task, an interrupt, a static breakpoint before or after a
+  node, or a later call wrote after it): **return** the state of its last checkpoint;
+  nothing executes.
 
 Used by ``GraphRunner`` (both strategies) and the zero-code ``Pregel.invoke`` patch.
 """
@@ -94,8 +95,28 @@ def _breakpoints(graph: Any, kwargs: Mapping[str, Any]) -> Any:
     return found or ()
 
 
+def _breakpoints_after(graph: Any, kwargs: Mapping[str, Any]) -> Any:
+    found = kwargs.get("interrupt_after")
+    if found is None:
+        found = getattr(graph, "interrupt_after_nodes", None)
+    return found or ()
+
+
+def _stopped_after(parent: Any, stops: Any) -> bool:
+    """Whether a node of the step that wrote the thread's checkpoint (the tasks of its
+    parent checkpoint) is an ``interrupt_after`` breakpoint: LangGraph then paused there.
+
+    LangGraph writes that checkpoint before it checks the breakpoint, and records nothing of
+    the pause, so a crash between the two looks the same: it is read as the pause the user
+    set (a rerun never runs past a breakpoint; the user's resume does)."""
+    names = {str(getattr(task, "name", "")) for task in getattr(parent, "tasks", ()) or ()}
+    names = {n for n in names if n and not n.startswith("__")}  # __start__: the input step
+    return bool(names) and (stops == "*" or bool(names & set(stops)))
+
+
 def _classify(snapshot: Any, latest: bool, graph: Any, kwargs: Mapping[str, Any]) -> Rerun:
-    """Continue only the thread's latest checkpoint of this call with tasks still to run."""
+    """Continue only the thread's latest checkpoint of this call with tasks still to run
+    (an ``interrupt_after`` breakpoint is checked apart: see :func:`_plan_steps`)."""
     if not latest or not snapshot.next:
         return Rerun("return", snapshot)
     if any(getattr(task, "interrupts", ()) for task in snapshot.tasks):
@@ -118,8 +139,9 @@ def _warn(scope: RunScope, exc: BaseException) -> Rerun:
 
 # The reads a rerun plan needs, as requests its sync and async drivers answer (the sans-I/O
 # shape of boundary._Call.wait): "latest" -> the thread's state; "history" -> the newest
-# checkpoint of this call, or None.
-_Read = Literal["latest", "history"]
+# checkpoint of this call, or None; a config -> the state at that checkpoint (the parent of
+# the one the plan would continue, for its interrupt_after breakpoints).
+_Read = Literal["latest", "history"] | Mapping[str, Any]
 
 
 def _plan_steps(
@@ -129,7 +151,19 @@ def _plan_steps(
         return START
     latest = yield "latest"
     if _ours(latest, scope.run_id, key):
-        return _classify(latest, True, graph, kwargs)
+        found = _classify(latest, True, graph, kwargs)
+        stops = _breakpoints_after(graph, kwargs)
+        parent_config = getattr(latest, "parent_config", None)
+        # Paused after a node (LangGraph's static interrupt_after), not crashed: the pause
+        # is returned as the pause it is (issue 15 item 4, the rerun table).
+        if (
+            found.action == "continue"
+            and stops
+            and parent_config
+            and _stopped_after((yield parent_config), stops)
+        ):
+            return Rerun("return", latest)
+        return found
     if not _has_checkpoint(latest):
         return START
     found = yield "history"
@@ -152,9 +186,11 @@ def plan(
         while True:
             if read == "latest":
                 answer = graph.get_state(state_config)
-            else:
+            elif read == "history":
                 history = graph.get_state_history(state_config, filter=_filter(key), limit=1)
                 answer = next(iter(history), None)
+            else:
+                answer = graph.get_state(read)
             read = steps.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
@@ -177,11 +213,13 @@ async def aplan(
             answer = None
             if read == "latest":
                 answer = await graph.aget_state(state_config)
-            else:
+            elif read == "history":
                 history = graph.aget_state_history(state_config, filter=_filter(key), limit=1)
                 async for snapshot in history:
                     answer = snapshot
                     break
+            else:
+                answer = await graph.aget_state(read)
             read = steps.send(answer)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
