@@ -356,6 +356,29 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
+class RunPages:
+    """``list_runs`` as every spanpoint store offers it: its keywords and their defaults in
+    one place (:meth:`CheckpointStore.list_runs`); a store answers :meth:`runs_page`."""
+
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        limit: int = 100,
+        after: RunCursor | None = None,
+    ) -> list[RunRecord]:
+        """Runs, newest first (see :meth:`CheckpointStore.list_runs`)."""
+        return self.runs_page(status, limit, after)
+
+    def runs_page(
+        self, status: RunStatus | None, limit: int, after: RunCursor | None
+    ) -> list[RunRecord]:
+        """Up to ``limit`` runs, newest first (ties by run id, descending), only those with
+        ``status`` unless it is None, and only those after the cursor ``after`` unless it is
+        None: the store's own query behind :meth:`list_runs`."""
+        raise NotImplementedError
+
+
 @runtime_checkable
 class CheckpointStore(Protocol):
     """Where checkpoints, run records, journals, waits and leases live.

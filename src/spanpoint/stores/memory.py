@@ -15,6 +15,7 @@ from spanpoint.stores.base import (
     Claim,
     OnceToken,
     RunCursor,
+    RunPages,
     RunRecord,
     RunStatus,
     WaitRecord,
@@ -24,7 +25,7 @@ from spanpoint.stores.base import (
 )
 
 
-class MemoryStore:
+class MemoryStore(RunPages):
     """A thread-safe store kept in this process's memory. Nothing survives the process."""
 
     description = "memory"
@@ -150,12 +151,8 @@ class MemoryStore:
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
 
-    def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        limit: int = 100,
-        after: RunCursor | None = None,
+    def runs_page(
+        self, status: RunStatus | None, limit: int, after: RunCursor | None
     ) -> list[RunRecord]:
         with self._lock:
             runs = [

@@ -28,6 +28,7 @@ from spanpoint.stores.base import (
     Claim,
     OnceToken,
     RunCursor,
+    RunPages,
     RunRecord,
     RunStatus,
     WaitRecord,
@@ -196,7 +197,7 @@ _PUT_COLUMNS = _CHECKPOINT_COLUMNS + ", digest"
 _PUT_MARKS = ", ".join("?" * len(_PUT_COLUMNS.split(", ")))
 
 
-class SqliteStore:
+class SqliteStore(RunPages):
     """A checkpoint store in one SQLite file (default ``.spanpoint/checkpoints.db``)."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
@@ -450,12 +451,8 @@ class SqliteStore:
         runs = self._select_runs("WHERE r.run_id = ?", (run_id,), 1)
         return runs[0] if runs else None
 
-    def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        limit: int = 100,
-        after: RunCursor | None = None,
+    def runs_page(
+        self, status: RunStatus | None, limit: int, after: RunCursor | None
     ) -> list[RunRecord]:
         clauses: list[str] = []
         params: list[Any] = []
