@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, TypedDict
 
 import pytest
-from durable_agents import deep_agent, deep_input, supervisor_app, swarm_app
+from durable_agents import deep_agent, deep_input, supervisor_app, swarm_app, team_input
 from durable_fakes import ScriptModel, tool_call
 from durable_support import Otel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -35,7 +35,7 @@ def ancestors(otel: Otel, span: ReadableSpan) -> list[ReadableSpan]:
 
 
 def run_deep(otel: Otel, how: str) -> None:
-    if how == "runner":
+    if how.startswith("runner"):
         mw = [spanpoint.CheckpointMiddleware()]
         agent = deep_agent(checkpointer=InMemorySaver(), middleware=mw)
         with spanpoint.run("ticket-spans"):
@@ -47,9 +47,11 @@ def run_deep(otel: Otel, how: str) -> None:
         agent.invoke(deep_input(), {"configurable": {"thread_id": THREAD}})
 
 
-@pytest.fixture(params=["runner", "zero-code"])
+@pytest.fixture(params=["runner", "zero-code", "runner+zero-code"])
 def deep_spans(request: pytest.FixtureRequest, otel: Otel, log: Any) -> Otel:
-    if request.param == "zero-code":
+    """The spans of one Deep Agents run: under GraphRunner, zero-code, or both at once (one
+    span per graph call all the same)."""
+    if request.param.endswith("zero-code"):
         request.getfixturevalue("instrumented")
     run_deep(otel, request.param)
     return otel
@@ -65,18 +67,14 @@ def test_a_deep_agent_root_span_is_invoke_agent(deep_spans: Otel) -> None:
 
 
 def test_the_sub_agent_nests_under_its_task_call_and_carries_the_conversation(
-    deep_spans: Otel, request: pytest.FixtureRequest
+    deep_spans: Otel,
 ) -> None:
     [task] = deep_spans.spans("execute_tool task")
     subs = deep_spans.spans("invoke_agent general-purpose")
-    # Known gap (issue 15 item 5, open): without the instrumentor, GraphRunner traces no
-    # nested graph call, so the sub-agent has no span of its own there; its calls still nest
-    # under the task call (below).
-    if request.node.callspec.params["deep_spans"] == "zero-code":
-        assert len(subs) == 1, f"no sub-agent span: {[s.name for s in deep_spans.spans()]}"
-        [sub] = subs
-        assert deep_spans.parent(sub) is task, "the sub-agent's span is not under its task"
-        assert sub.attributes.get("gen_ai.conversation.id") == THREAD
+    assert len(subs) == 1, f"no sub-agent span: {[s.name for s in deep_spans.spans()]}"
+    [sub] = subs
+    assert deep_spans.parent(sub) is task, "the sub-agent's span is not under its task"
+    assert sub.attributes.get("gen_ai.conversation.id") == THREAD
     [root] = [s for s in deep_spans.spans("invoke_agent support")]
     assert root.attributes.get("gen_ai.conversation.id") == THREAD
     under_task = [s.name for s in deep_spans.spans() if task in ancestors(deep_spans, s)]
@@ -85,6 +83,63 @@ def test_the_sub_agent_nests_under_its_task_call_and_carries_the_conversation(
     assert sorted(n.split(" ")[0] for n in under_task if n not in subs_names) == [
         "chat", "chat", "execute_tool",
     ], under_task  # fmt: skip
+
+
+#: The graph calls nested in each app's run, by span name (what zero-code shows too).
+NESTED = {
+    "deep": {"invoke_agent general-purpose": 1},
+    "supervisor": {"invoke_workflow supervisor": 3, "invoke_agent billing": 1,
+                   "invoke_agent travel": 1},
+    "swarm": {"invoke_agent alice": 1, "invoke_agent bob": 1},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["calls", "graph_call", "async", "calls+zero-code"])
+@pytest.mark.parametrize("app", ["deep", "supervisor", "swarm"])
+def test_nested_agents_get_their_spans_under_graph_runner(
+    request: pytest.FixtureRequest, otel: Otel, log: Any, app: str, how: str
+) -> None:
+    """Sub-agents, supervisor members and swarm agents each get one ``invoke_agent {name}``
+    (``invoke_workflow``) span under GraphRunner, with or without the instrumentor: inside
+    the runner's span, carrying the conversation, with their own model calls under them."""
+    import asyncio
+
+    if how.endswith("zero-code"):
+        request.getfixturevalue("instrumented")
+    mw = [spanpoint.CheckpointMiddleware()]
+    graph, payload = {
+        "deep": lambda: (deep_agent(checkpointer=InMemorySaver(), middleware=mw), deep_input()),
+        "supervisor": lambda: (supervisor_app(checkpointer=InMemorySaver(), middleware=mw),
+                               team_input()),
+        "swarm": lambda: (swarm_app(checkpointer=InMemorySaver(), middleware=mw), team_input()),
+    }[app]()  # fmt: skip
+    runner = spanpoint.GraphRunner(graph, name="team", strategy=how.split("+")[0].replace(
+        "async", "calls"))  # fmt: skip
+    with spanpoint.run(f"ticket-nested-{app}"):
+        if how == "async":
+            asyncio.run(runner.ainvoke(payload, thread_id=THREAD))
+        else:
+            runner.invoke(payload, thread_id=THREAD)
+    graph_calls = [
+        s for s in otel.spans() if s.name.startswith(("invoke_agent", "invoke_workflow"))
+        and not (s.attributes or {}).get("spanpoint.run.root")
+    ]  # fmt: skip
+    [top] = [s for s in graph_calls if s.name.endswith(" team")]
+    nested = [s for s in graph_calls if s is not top]
+    names: dict[str, int] = {}
+    for span in nested:
+        names[span.name] = names.get(span.name, 0) + 1
+    assert names == NESTED[app], [s.name for s in otel.spans()]
+    for span in nested:
+        assert top in ancestors(otel, span), f"{span.name} is not inside the runner's span"
+        assert span.attributes.get("gen_ai.conversation.id") == THREAD, span.name
+    # Every model call of a member runs inside that member's span.
+    member_spans = {s.context.span_id for s in nested if s.name.startswith("invoke_agent")}
+    inside = [
+        s for s in otel.spans("chat")
+        if any(a.context.span_id in member_spans for a in ancestors(otel, s))
+    ]  # fmt: skip
+    assert len(inside) == {"deep": 2, "supervisor": 4, "swarm": 4}[app]
 
 
 # --- the middleware search ---------------------------------------------------------------

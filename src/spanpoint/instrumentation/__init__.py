@@ -124,6 +124,11 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         self._patched = []
         self._switch = _Switch()
         langgraph_pregel = importlib.import_module(_PREGEL)
+        # For import time: loaded with LangGraph above. These patches trace nested graph
+        # calls, under a GraphRunner too: the runner's own tracing of them steps aside.
+        from spanpoint.graph import nested
+
+        nested.claim(self)
         for method, factory in (
             ("invoke", pregel.graph_invoke),
             ("ainvoke", pregel.graph_ainvoke),
@@ -173,6 +178,8 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # remove *its* wrapper and leave ours; so only our own top-level wrapper is removed,
         # and every wrapper of this instrumentation is switched off in any case.
         self._switch.active = False
+        if "spanpoint.graph.nested" in sys.modules:
+            sys.modules["spanpoint.graph.nested"].release(self)
         if "spanpoint.calls.seams" in sys.modules:
             sys.modules["spanpoint.calls.seams"].uninstall(self)
         for owner, attribute, guarded in reversed(getattr(self, "_patched", [])):

@@ -23,6 +23,7 @@ attributes are cached, the span is started and made current directly.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -226,17 +227,25 @@ def _identity(args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any) -> 
     }
 
 
-def adopted_span(parent: ActiveGraphCall | None, ctx: Any = None) -> trace.Span | None:
+def adopted_span(
+    parent: ActiveGraphCall | None, ctx: Any = None, graph: Any = None
+) -> trace.Span | None:
     """The span current in ``ctx`` (default: the current context) when it is a spanpoint
     graph-call span no patched call owns.
 
     ``GraphRunner`` opens its own graph-call span and then calls ``graph.invoke``: that call
     must not get a second span (nor a second boundary). A span opened by a patched call
     (``parent``) is owned: a graph called under it is a nested call with its own span.
+    Under ``strategy="calls"`` the runner's span is no boundary: the runner's own call of
+    ``graph`` is recognised by the runner's scope (``spanpoint.graph.nested``).
     """
     span = trace.get_current_span(ctx)
     attrs = getattr(span, "attributes", None)
     if not attrs or attrs.get(semconv.BOUNDARY_KIND) != semconv.KIND_GRAPH_CALL:
+        # Not loaded: no GraphRunner has run in this process, so none is running now.
+        nested = sys.modules.get("spanpoint.graph.nested")
+        if parent is None and graph is not None and nested is not None and nested.own_call(graph):
+            return span
         return None
     if parent is not None and parent.span is span:
         return None
@@ -467,7 +476,7 @@ def graph_invoke(options: PatchOptions, switch: Any = On) -> Wrapper:
         token = ACTIVE.set(graph_call)
         try:
             ctx = otel_context.get_current()
-            adopted = adopted_span(parent, ctx)
+            adopted = adopted_span(parent, ctx, instance)
             if adopted is not None:
                 graph_call.span = adopted
                 return wrapped(*args, **kwargs)
@@ -508,7 +517,7 @@ def graph_ainvoke(options: PatchOptions, switch: Any = On) -> Wrapper:
         token = ACTIVE.set(graph_call)
         try:
             ctx = otel_context.get_current()
-            adopted = adopted_span(parent, ctx)
+            adopted = adopted_span(parent, ctx, instance)
             if adopted is not None:
                 graph_call.span = adopted
                 return await wrapped(*args, **kwargs)

@@ -86,7 +86,7 @@ def _stream_scope(
 ) -> tuple[trace.Span, Any, Any, ActiveGraphCall]:
     """The span a stream runs under (adopted from an enclosing graph call, else its own), its
     chunk recorder (None when adopted), the context to attach, and the graph call to mark."""
-    adopted = adopted_span(ACTIVE.get())
+    adopted = adopted_span(ACTIVE.get(), None, instance)
     span, recorder = (
         (adopted, None) if adopted else _open_stream_span(graphs, instance, args, kwargs)
     )

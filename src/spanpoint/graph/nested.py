@@ -1,0 +1,245 @@
+"""Nested graph calls under ``GraphRunner``: the spans of sub-agents and sub-graphs.
+
+A graph called inside a task of the runner's graph (Deep Agents' ``task`` tool running its
+``general-purpose`` sub-agent, a supervisor's members, swarm agents, a compiled graph added
+as a node) gets an ``invoke_agent {name}`` / ``invoke_workflow {name}`` span under the span
+current where it is called (``execute_tool task`` for a sub-agent), with the conversation of
+the thread it runs in (``gen_ai.conversation.id``): the span the zero-code instrumentor gives
+it (issue 15 item 5), with no instrumentor.
+
+A nested call is a span, never a boundary: LangGraph's checkpointer owns a subgraph's
+progress, and its model and tool calls are boundaries of their own (``spanpoint.calls.seams``).
+
+Scoped twice. ``Pregel.invoke`` / ``ainvoke`` are patched only while a runner call is in
+flight somewhere (one holder token per call, as the seams), and a patched call does anything
+only inside a runner call of its own context (:data:`CURRENT`), from a LangGraph task of it:
+the runner's own ``graph.invoke`` runs where the runner was called, outside any of its tasks.
+With the zero-code instrumentor on, its patches trace nested calls: it :func:`claim`\\ s them
+and this module steps aside, so a graph call never gets two spans. The instrumentor asks
+:func:`own_call` to adopt the runner's span for the runner's own call, whatever its strategy.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from typing import Any
+
+from langchain_core.runnables.config import var_child_runnable_config
+from opentelemetry import trace
+
+from spanpoint import semconv, spans
+from spanpoint.capture import exception_text
+from spanpoint.config import settings
+from spanpoint.graph.inspect import GraphInfo, graph_call_attributes, inspect_graph
+from spanpoint.graph.results import build_result, output_interrupts, result_attributes
+from spanpoint.graph.types import DurabilityPolicy
+
+
+class RunnerCall:
+    """One ``GraphRunner`` call in flight: its graph, its strategy, and the LangGraph config
+    current where it was called (a call made under that same config is the runner's own)."""
+
+    __slots__ = ("graph", "outer", "strategy")
+
+    def __init__(self, graph: Any, strategy: str) -> None:
+        self.graph = graph
+        self.strategy = strategy
+        self.outer = var_child_runnable_config.get()
+
+
+#: The runner call of this context (None outside any).
+CURRENT: ContextVar[RunnerCall | None] = ContextVar("spanpoint_runner_call", default=None)
+
+
+def own_call(graph: Any) -> bool:
+    """Whether a call of ``graph`` made here is a runner's own graph call (not a nested one):
+    the zero-code instrumentor then adopts the runner's span rather than opening a second."""
+    call = CURRENT.get()
+    if call is None or call.graph is not graph:
+        return False
+    return var_child_runnable_config.get() is call.outer
+
+
+@contextmanager
+def runner_call(graph: Any, strategy: str) -> Iterator[None]:
+    """The scope of one runner call: nested graph calls made inside it get their spans."""
+    token = object()
+    _install(token)
+    scope = CURRENT.set(RunnerCall(graph, strategy))
+    try:
+        yield
+    finally:
+        CURRENT.reset(scope)
+        _uninstall(token)
+
+
+# --- who traces nested calls ---------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_HOLDERS: set[object] = set()
+#: Holders that trace nested graph calls themselves (the zero-code instrumentor).
+_CLAIMS: set[object] = set()
+_ORIGINALS: dict[str, Callable[..., Any]] = {}
+_WRAPPERS: dict[str, Callable[..., Any]] = {}
+
+
+def claim(holder: object) -> None:
+    """``holder`` traces nested graph calls itself (the instrumentor, while instrumented)."""
+    with _LOCK:
+        _CLAIMS.add(holder)
+
+
+def release(holder: object) -> None:
+    """``holder`` no longer traces nested graph calls."""
+    with _LOCK:
+        _CLAIMS.discard(holder)
+
+
+def _install(holder: object) -> None:
+    with _LOCK:
+        _HOLDERS.add(holder)
+        if _WRAPPERS:
+            return
+        from langgraph.pregel import Pregel
+
+        for name, factory in (("invoke", _invoke), ("ainvoke", _ainvoke)):
+            _ORIGINALS[name] = Pregel.__dict__[name]
+            _WRAPPERS[name] = factory(_ORIGINALS[name])
+            setattr(Pregel, name, _WRAPPERS[name])
+
+
+def _uninstall(holder: object) -> None:
+    """The last holder out restores ``Pregel``'s methods, unless another library wrapped
+    them after us: then ours stay, passing every call through (no runner call)."""
+    with _LOCK:
+        _HOLDERS.discard(holder)
+        if _HOLDERS or not _WRAPPERS:
+            return
+        from langgraph.pregel import Pregel
+
+        for name, wrapper in list(_WRAPPERS.items()):
+            if Pregel.__dict__.get(name) is wrapper:
+                setattr(Pregel, name, _ORIGINALS.pop(name))
+                del _WRAPPERS[name]
+
+
+# --- the nested call's span ----------------------------------------------------------------
+
+
+def _nested(graph: Any) -> RunnerCall | None:
+    """The runner call a call of ``graph`` made here nests in, or None to pass it through."""
+    call = CURRENT.get()
+    if call is None or _CLAIMS:
+        return None
+    if var_child_runnable_config.get() is call.outer:
+        return None  # the runner's own call, or one made beside it: not inside its tasks
+    return call
+
+
+_INFO: weakref.WeakKeyDictionary[Any, GraphInfo] = weakref.WeakKeyDictionary()
+
+
+def _info(graph: Any) -> GraphInfo:
+    """Agent or workflow, and the checkpointer, of a nested graph (once per graph)."""
+    try:
+        info = _INFO.get(graph)
+    except TypeError:  # not weakly referenceable: described every call
+        info = None
+    if info is None:
+        # A nested graph's checkpointer is its parent's business: no durability warning.
+        info = inspect_graph(graph, "graph_call", DurabilityPolicy(warn_in_process=False), None)
+        with suppress(TypeError):
+            _INFO[graph] = info
+    return info
+
+
+def _open(graph: Any, call: RunnerCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Start the nested call's span (not current yet), with the zero-code attributes."""
+    info = _info(graph)
+    name = str(getattr(graph, "name", None) or type(graph).__name__)
+    config = kwargs.get("config")
+    if config is None and len(args) > 1:
+        config = args[1]
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    parent = var_child_runnable_config.get() or {}
+    inherited = parent.get("configurable") or {}
+    thread_id = (configurable or {}).get("thread_id")
+    if thread_id is None:
+        # A sub-agent invoked with a config of its own (Deep Agents' ``task`` passes only
+        # ``ls_agent_type``) still runs in its parent's conversation.
+        thread_id = inherited.get("thread_id")
+    current = settings()
+    attrs = graph_call_attributes(
+        info,
+        name,
+        call.strategy,
+        current.capture,
+        thread_id=None if thread_id is None else str(thread_id),
+    )
+    namespace = (configurable or inherited).get("checkpoint_ns")
+    if namespace:
+        attrs[semconv.LANGGRAPH_CHECKPOINT_NS] = str(namespace)
+    attrs[semconv.BOUNDARY_KIND] = semconv.KIND_GRAPH_CALL
+    attrs[semconv.BOUNDARY_NAME] = name
+    span = current.tracer.start_span(f"{info.span_name} {name}", attributes=attrs)
+    return span, thread_id
+
+
+def _close(span: trace.Span, output: Any, thread_id: Any) -> None:
+    """End a nested call's span OK: its pause, and its result's attributes."""
+    if span.is_recording():
+        try:
+            interrupts = output_interrupts(output)
+            if interrupts:
+                spans.paused_event(
+                    span, [i.id for i in interrupts], [i.value for i in interrupts]
+                )
+            if interrupts or (isinstance(output, dict) and "messages" in output):
+                result = build_result(output, "" if thread_id is None else str(thread_id), None)
+                attrs = result_attributes(result)
+                attrs.pop(semconv.LANGGRAPH_CHECKPOINT_NS, None)  # None here: kept from start
+                span.set_attributes(attrs)
+        except Exception as exc:  # observability is best effort
+            span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
+    spans.end_ok(span)
+
+
+def _invoke(original: Callable[..., Any]) -> Callable[..., Any]:
+    def invoke(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _nested(self)
+        # Bound through the descriptor: the original may be another library's wrapper.
+        if call is None:
+            return original.__get__(self, type(self))(*args, **kwargs)
+        span, thread_id = _open(self, call, args, kwargs)
+        try:
+            with spans.current(span):
+                output = original.__get__(self, type(self))(*args, **kwargs)
+        except BaseException as exc:  # a sub-agent's interrupt too: one rule (spans.fail)
+            spans.fail_span(span, exc)
+            raise
+        _close(span, output, thread_id)
+        return output
+
+    return invoke
+
+
+def _ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
+    async def ainvoke(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = _nested(self)
+        if call is None:  # bound through the descriptor, as in invoke
+            return await original.__get__(self, type(self))(*args, **kwargs)
+        span, thread_id = _open(self, call, args, kwargs)
+        try:
+            with spans.current(span):
+                output = await original.__get__(self, type(self))(*args, **kwargs)
+        except BaseException as exc:  # a sub-agent's interrupt too: one rule (spans.fail)
+            spans.fail_span(span, exc)
+            raise
+        _close(span, output, thread_id)
+        return output
+
+    return ainvoke
