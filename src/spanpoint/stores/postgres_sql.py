@@ -113,12 +113,20 @@ LEASE_FREE = (
 # `taken` upserts the lease, and ON CONFLICT judges the *latest* row version, so a commit that
 # lands after the snapshot can never be mistaken for a free lease. A row neither sees (it
 # appeared after the snapshot) yields no result: the caller reports "held" and asks again.
+# A lease need not survive a crash of the server, so the statement's own transaction does not
+# wait for its WAL flush: `async_commit` sets synchronous_commit for this transaction only
+# (read when it commits), and `taken` scans it, so every path that writes (insert, take-over,
+# the row lock of a refused take-over) runs it; a replay's read-only claim writes nothing to
+# flush. In the statement rather than a `SET LOCAL` before it: a transaction of two statements
+# costs the worker three round trips more per boundary (BEGIN, SET, COMMIT each wait).
 CLAIM = f"""
 WITH done AS (
     SELECT {READ_COLS} FROM spanpoint_checkpoints WHERE key = %(key)s AND output IS NOT NULL
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true)
 ), taken AS (
     INSERT INTO spanpoint_checkpoints AS c (key, lease_owner, lease_expires_at)
-    SELECT %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s)
+    SELECT %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s) FROM async_commit
     WHERE NOT EXISTS (SELECT 1 FROM done)
     ON CONFLICT (key) DO UPDATE
         SET lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at
@@ -145,6 +153,26 @@ ON CONFLICT (key) DO UPDATE SET
     lease_owner = NULL, lease_expires_at = NULL
     WHERE c.output IS NULL
 RETURNING 1
+"""
+
+# A run's end in one statement, so one round trip and one transaction: its status, and its
+# attempt's journal from one array per column (BoundaryRecord field order), inserted in the
+# journal's order (`seq` follows WITH ORDINALITY).
+JOURNAL_COLUMNS = (
+    ("run_id", "text"), ("attempt", "integer"), ("key", "text"), ("path", "text"),
+    ("name", "text"), ("kind", "text"), ("status", "text"), ("span_id", "text"),
+    ("parent_span_id", "text"), ("started_at_ns", "bigint"), ("ended_at_ns", "bigint"),
+    ("error", "text"),
+)  # fmt: skip
+FINISH_RUN = f"""
+WITH finished AS (
+    UPDATE spanpoint_runs SET status = %s, updated_at = now() WHERE run_id = %s
+)
+INSERT INTO spanpoint_journal ({", ".join(name for name, _ in JOURNAL_COLUMNS)})
+SELECT {", ".join(name for name, _ in JOURNAL_COLUMNS)}
+FROM unnest({", ".join(f"%s::{kind}[]" for _, kind in JOURNAL_COLUMNS)})
+    WITH ORDINALITY AS j({", ".join(name for name, _ in JOURNAL_COLUMNS)}, n)
+ORDER BY n
 """
 
 # A committed row that failed its integrity check becomes the claimer's lease: the boundary
