@@ -17,7 +17,7 @@ from spanpoint._lazy import lazy_getattr
 from spanpoint._version import __version__
 from spanpoint.calls.policy import CallCheckpointPolicy
 from spanpoint.capture import CapturePolicy
-from spanpoint.config import Settings, configure, settings
+from spanpoint.config import Settings, configure, flush, settings
 from spanpoint.errors import (
     CassetteMissError,
     ConfigurationError,
@@ -119,6 +119,7 @@ __all__ = [
     "compile_guarded_graph",
     "configure",
     "current_run",
+    "flush",
     "guard_graph",
     "open_store",
     "provide_input",

@@ -157,17 +157,23 @@ class _Call:
             # Kept with the checkpoint: what a fork needs to key it for another run id.
             self.identity = identity = f"{self.parent.identity}/{spec.name}"
             self.key = serde.checkpoint_key(scope.run_id, identity, self.ordinal, fp)
+            # The frame's identity is the same key without the run id: what children hash
+            # into theirs, so the run id enters every key once (run.Frame, forks.py).
+            position = serde.checkpoint_key("", identity, self.ordinal, fp)
             attrs[semconv.RUN_ID] = scope.run_id
             attrs[semconv.BOUNDARY_PATH] = self.path
             attrs[semconv.BOUNDARY_ORDINAL] = self.ordinal
             attrs[semconv.CHECKPOINT_KEY] = self.key
+        else:
+            position = ""
         parent = self.parent
         self.frame = Frame(
             self.path,
-            self.key,
+            position,
             kind=spec.kind,
             task=parent.task if parent else None,
             anchor=parent.anchor if parent and spec.kind == semconv.KIND_GRAPH_CALL else None,
+            key=self.key,
         )
 
     # --- lookup --------------------------------------------------------------------------
@@ -178,6 +184,12 @@ class _Call:
         scope = self.scope
         if scope is None:
             return _MISSING
+        # Read your writes (durability="async"): a checkpoint still queued for the store is
+        # committed as far as this process is concerned; its lease stays held until the write
+        # lands, so other workers wait for it. One dict test when nothing was ever queued.
+        queued = processor.pending(scope.store, self.key)
+        if queued is not None:
+            return self._replay(scope, queued)
         try:
             # On a run's first attempt nothing is committed yet (unless a concurrent worker got
             # there first, which the claim still detects): the lease can come first.
@@ -394,7 +406,9 @@ class _Execution:
                     input_view=_input_view(call.spec, scope),
                 )
                 owner = call.owner if call.claimed else None
-                self.staged = processor.StagedOutput(scope.store, checkpoint, owner)
+                self.staged = processor.StagedOutput(
+                    scope.store, checkpoint, owner, durability=scope.durability
+                )
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
         span.set_status(spans.STATUS_OK)
         return output
@@ -481,6 +495,10 @@ class _Execution:
                 "no CheckpointSpanProcessor is registered on the tracer provider; call "
                 "spanpoint.configure(tracer_provider=...)"
             )
+        if staged.queued:
+            # durability="async": the committer writes it and frees the lease then; the run
+            # reports a failed write when it ends (run._settle_commits).
+            return
         if not staged.committed:
             self._release_unused_lease()  # whoever waits for this boundary executes it
         if staged.error is not None:

@@ -25,12 +25,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from spanpoint import semconv, serde
+from spanpoint import committer, semconv, serde
 from spanpoint._compat import sampler_from_env
 from spanpoint._version import __version__
 from spanpoint.capture import CapturePolicy, set_default_policy
 from spanpoint.errors import ConfigurationError
-from spanpoint.processor import CheckpointSpanProcessor, DurableSampler
+from spanpoint.processor import DURABILITIES, CheckpointSpanProcessor, Durability, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
 from spanpoint.telemetry import exporters as _exporters
 from spanpoint.telemetry import set_logger_source, set_meter_source
@@ -49,6 +49,11 @@ class Settings:
     strict: bool = False
     lease_ttl_s: float = 300.0
     lease_wait_timeout_s: float = 600.0
+    #: When checkpoints are written: ``"sync"`` before a boundary returns, ``"async"`` by a
+    #: background committer (``configure(durability=...)``, ``$SPANPOINT_DURABILITY``).
+    durability: Durability = "sync"
+    #: Under ``"async"``: how many checkpoints may wait per store (the crash bound).
+    commit_queue: int = committer.DEFAULT_CAPACITY
     capture: CapturePolicy = field(default_factory=CapturePolicy.from_env)
     _store: CheckpointStore | None = field(default=None, repr=False)
     _tracer: trace.Tracer | None = field(default=None, repr=False)
@@ -162,6 +167,8 @@ def configure(
     logger_provider: Any = None,
     meter_provider: Any = None,
     allowed_types: Iterable[type | str] | None = None,
+    durability: Durability | None = None,
+    commit_queue: int | None = None,
 ) -> Settings:
     """Wire spanpoint into OpenTelemetry and select the default checkpoint store.
 
@@ -185,10 +192,29 @@ def configure(
             ``"package.module:Name"`` strings). A checkpoint naming any other type is refused
             before anything is imported, and the boundary executes again. Default: the
             previous list, else none.
+        durability: when a boundary's checkpoint is written, in LangGraph's words.
+            ``"sync"`` (the default): before the boundary returns, so a crash never loses a
+            boundary that returned. ``"async"``: a background committer per store writes it
+            while the run goes on; a crash may execute again the boundaries that had
+            returned but whose commit had not landed, at most ``commit_queue`` of them
+            (docs/concepts.md, "Durability: sync and async commits"). Every run flushes its
+            commits at its end. Default: the previous choice, else ``$SPANPOINT_DURABILITY``,
+            else ``"sync"``. ``spanpoint.run(..., durability=)`` overrides it for one run.
+        commit_queue: under ``"async"``, how many checkpoints may wait per store; a boundary
+            whose commit finds the queue full waits for a free slot. Default: the previous
+            value, else 32.
     """
     global _SETTINGS
     _check_positive("lease_ttl_s", lease_ttl_s)
     _check_positive("lease_wait_timeout_s", lease_wait_timeout_s)
+    if durability is not None:
+        check_durability(durability, "durability")
+    if commit_queue is not None and (
+        isinstance(commit_queue, bool) or not isinstance(commit_queue, int) or commit_queue < 1
+    ):
+        raise ConfigurationError(
+            f"commit_queue must be a positive whole number of checkpoints, not {commit_queue!r}"
+        )
     with _LOCK:
         previous = _SETTINGS
         provider: trace.TracerProvider | None
@@ -213,6 +239,16 @@ def configure(
             settings.lease_wait_timeout_s = lease_wait_timeout_s
         elif previous:
             settings.lease_wait_timeout_s = previous.lease_wait_timeout_s
+        if durability is not None:
+            settings.durability = durability
+        elif previous:
+            settings.durability = previous.durability
+        else:
+            settings.durability = _durability_from_env()
+        settings.commit_queue = commit_queue or (
+            previous.commit_queue if previous else committer.DEFAULT_CAPACITY
+        )
+        committer.set_capacity(settings.commit_queue)
         if store is None and previous is not None:
             settings.store_address, settings._store = previous.store_address, previous._store
         elif isinstance(store, str | os.PathLike):
@@ -233,6 +269,21 @@ def configure(
         set_default_policy(settings.capture)
         _SETTINGS = settings
         return settings
+
+
+def check_durability(value: object, where: str) -> Durability:
+    """``value`` when it names a durability mode; :class:`ConfigurationError` otherwise."""
+    if value not in DURABILITIES:
+        raise ConfigurationError(
+            f"{where} must be \"sync\" (commit before a boundary returns) or \"async\" "
+            f"(commit in the background, see docs/concepts.md), not {value!r}"
+        )
+    return value  # type: ignore[return-value]
+
+
+def _durability_from_env() -> Durability:
+    value = os.environ.get("SPANPOINT_DURABILITY", "").strip()
+    return check_durability(value, "SPANPOINT_DURABILITY") if value else "sync"
 
 
 def _set_allowed_types(
@@ -271,6 +322,17 @@ def settings() -> Settings:
     if current is None:
         return configure()
     return current
+
+
+def flush(timeout_s: float | None = None) -> bool:
+    """Wait until every checkpoint queued under ``durability="async"`` is written.
+
+    A run flushes its own commits when it ends, and a normal exit flushes what is left (at
+    most 30 s); call this to make the boundaries that have returned so far durable now (before
+    a side effect outside spanpoint that depends on them, say). Under ``"sync"`` nothing is
+    ever queued and it returns at once. Returns False when ``timeout_s`` passed first.
+    """
+    return committer.flush_all(timeout_s)
 
 
 def reset_for_tests() -> None:

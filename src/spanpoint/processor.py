@@ -7,6 +7,10 @@ status is OK. An exception (status ERROR), a body that ended its own span, or a 
 before ``span.end()`` commits nothing: that is the whole durability contract, enforced in one
 place.
 
+With ``durability="async"`` the commit leaves the hot path: the processor hands the staged
+output to its store's background committer (``spanpoint.committer``) and the write lands a
+little later, in order, the lease held until it does.
+
 ``DurableSampler`` wraps any sampler so that a boundary span the wrapped sampler would DROP is
 still RECORD_ONLY: the processor sees it (durability holds) while exporters, which only take
 sampled spans, see nothing.
@@ -18,6 +22,7 @@ import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -26,10 +31,15 @@ from opentelemetry.trace import Link, SpanKind, StatusCode
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from spanpoint import semconv
+from spanpoint import committer, semconv
 from spanpoint.stores.base import Checkpoint, CheckpointStore
 
 logger = logging.getLogger("spanpoint")
+
+#: When a boundary's checkpoint is written, in LangGraph's words: ``"sync"``, before the
+#: boundary returns; ``"async"``, by a background committer while the run goes on.
+Durability = Literal["sync", "async"]
+DURABILITIES: tuple[Durability, ...] = ("sync", "async")
 
 
 @dataclass(slots=True)
@@ -44,6 +54,11 @@ class StagedOutput:
     #: Set only by the boundary, right before *it* ends the span: a span ended by anyone else
     #: (the body, a hook) never carries it, so its output is never committed.
     ending: bool = False
+    #: ``"async"``: :func:`commit` queues it for the store's committer instead of writing.
+    durability: Durability = "sync"
+    #: Set when it was handed to a committer: ``committed`` and ``error`` are then set later,
+    #: by the committer's thread, and failures are reported when the run ends.
+    queued: bool = False
 
 
 # (trace_id, span_id) -> staged output. Entries live from just before span.end() until the
@@ -62,7 +77,18 @@ def unstage(trace_id: int, span_id: int) -> StagedOutput | None:
 
 
 def commit(staged: StagedOutput) -> bool:
-    """Write ``staged`` to its store. Never raises: a failure is kept on ``staged.error``."""
+    """Commit ``staged``: write it now (``"sync"``, return whether it committed) or queue it
+    for its store's committer (``"async"``, return False: it is ``queued``, not committed yet).
+    Never raises: a failure is kept on ``staged.error``."""
+    if staged.durability == "async":
+        staged.queued = True  # before submit: the committer may finish before submit returns
+        committer.committer_for(staged.store, write).submit(staged)
+        return False
+    return write(staged)
+
+
+def write(staged: StagedOutput) -> bool:
+    """Write ``staged`` to its store now. Never raises: a failure is kept on ``staged.error``."""
     cp = staged.checkpoint
     try:
         staged.store.put(cp, owner=staged.owner)
@@ -82,6 +108,24 @@ def commit(staged: StagedOutput) -> bool:
             exc,
         )
     return staged.committed
+
+
+def pending(store: CheckpointStore, key: str) -> Checkpoint | None:
+    """The checkpoint of ``key`` queued for ``store`` and not written yet, else None: what a
+    lookup in this process must see before it asks the store (read your writes)."""
+    return committer.pending_checkpoint(store, key)
+
+
+def settle(
+    store: CheckpointStore, run_id: str, timeout_s: float | None = None
+) -> tuple[bool, list[StagedOutput]]:
+    """At a run's end: wait for what is queued for ``store``; return whether everything queued
+    was written within ``timeout_s`` and the run's queued commits that failed."""
+    found = committer.existing(store)
+    if found is None:
+        return True, []
+    done = found.flush(timeout_s, run_id=run_id)
+    return done, found.take_failures(run_id)
 
 
 class CheckpointSpanProcessor(SpanProcessor):
@@ -107,11 +151,13 @@ class CheckpointSpanProcessor(SpanProcessor):
         commit(staged)
 
     def shutdown(self) -> None:
-        """Nothing to flush: commits are synchronous."""
+        """Write the checkpoints still queued under ``durability="async"`` (bounded)."""
+        committer.flush_all(committer.EXIT_TIMEOUT_S)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Commits are synchronous, so there is never anything pending."""
-        return True
+        """Wait for the checkpoints queued under ``durability="async"``; False on timeout.
+        Under ``"sync"`` nothing is ever pending."""
+        return committer.flush_all(timeout_millis / 1000)
 
 
 class DurableSampler(Sampler):

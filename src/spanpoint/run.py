@@ -24,9 +24,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from spanpoint import semconv
+from spanpoint import processor, semconv
 from spanpoint.capture import record_failure, redact_text
-from spanpoint.config import Settings, settings
+from spanpoint.config import Settings, check_durability, settings
 from spanpoint.errors import (
     ConfigurationError,
     InvalidRunIdError,
@@ -43,11 +43,15 @@ logger = logging.getLogger("spanpoint")
 class Frame:
     """One level of the boundary tree: its path and the ordinals handed to its children.
 
-    ``identity`` is the frame's own checkpoint key (``""`` for the run root): children hash it
-    into their keys, so two calls of the same parent never share their children's keys.
+    ``identity`` is the frame's position, free of the run id (``""`` for the run root): what
+    its boundary's key would be in a run with no id. Children hash it into their keys, so two
+    calls of the same parent never share their children's keys; the run id enters each key
+    once, at the end (``serde.checkpoint_key``), which is what lets a fork compute every key
+    of a run again for another run id. ``key`` is the boundary's own checkpoint key (the
+    identity for a frame that is no boundary).
     """
 
-    __slots__ = ("_counters", "anchor", "identity", "kind", "path", "span_id", "task")
+    __slots__ = ("_counters", "anchor", "identity", "key", "kind", "path", "span_id", "task")
 
     def __init__(
         self,
@@ -58,9 +62,11 @@ class Frame:
         kind: str | None = None,
         task: object = None,
         anchor: str | None = None,
+        key: str | None = None,
     ) -> None:
         self.path = path
         self.identity = identity
+        self.key = identity if key is None else key
         #: The identity that framework task frames opened beneath it anchor on: its own,
         #: unless it is a graph call (a resume is another graph call of the same tasks).
         self.anchor = identity if anchor is None else anchor
@@ -95,6 +101,8 @@ class RunScope:
     strict: bool
     lease_ttl_s: float
     lease_wait_timeout_s: float
+    #: ``"async"``: checkpoints are written by the store's committer; the run flushes at end.
+    durability: processor.Durability = "sync"
     owner: str = field(default_factory=process_owner_id)
     root: Frame = field(default_factory=lambda: Frame("", ""))
     journal: list[BoundaryRecord] = field(default_factory=list)
@@ -258,6 +266,10 @@ class run:
     Boundaries inside replay what an earlier attempt with the same ``run_id`` committed.
     When a durable wait is not satisfied yet the block is left early, the run ends with status
     ``waiting`` and no exception reaches the caller; check :attr:`status`.
+
+    ``durability`` (``"sync"`` or ``"async"``) overrides ``configure(durability=...)`` for this
+    run; under ``"async"`` the run waits at its end for its queued commits and reports any
+    that failed (warnings, ``spanpoint.run.commit_failures``).
     """
 
     def __init__(
@@ -267,8 +279,12 @@ class run:
         name: str | None = None,
         store: CheckpointStore | str | None = None,
         strict: bool | None = None,
+        durability: processor.Durability | None = None,
     ) -> None:
         self.run_id = validate_run_id(run_id)
+        if durability is not None:
+            check_durability(durability, "spanpoint.run(durability=...)")
+        self._durability = durability
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigurationError("run name must be a non-empty string when given")
         self.name = name
@@ -314,6 +330,7 @@ class run:
             strict=cfg.strict if self._strict is None else self._strict,
             lease_ttl_s=cfg.lease_ttl_s,
             lease_wait_timeout_s=cfg.lease_wait_timeout_s,
+            durability=self._durability or cfg.durability,
         )
         workflow = self.name or semconv.SPAN_RUN
         attrs: dict[str, Any] = {
@@ -352,6 +369,14 @@ class run:
         span = scope.span
         assert span is not None
         suppress = False
+        commit_error: StoreError | None = None
+        failed_commits = _settle_commits(scope, span)
+        if failed_commits and scope.strict and exc is None:
+            # strict: a lost commit fails the run, as a failed sync commit raises in the body.
+            exc = commit_error = StoreError(
+                f"{failed_commits} checkpoint(s) of run {scope.run_id!r} could not be committed "
+                f"to {scope.store.description} (durability=\"async\"); see the run's warnings"
+            )
         if isinstance(exc, RunWaiting):
             scope.status, suppress = "waiting", True
             span.add_event(semconv.EVENT_WAITING, {"spanpoint.wait.name": exc.name})
@@ -377,6 +402,8 @@ class run:
         except StoreError as err:
             scope.warn(f"could not record the end of run {scope.run_id!r}: {err}")
         _count_boundaries(scope)
+        if commit_error is not None:
+            raise commit_error
         return suppress
 
     async def __aenter__(self) -> run:
@@ -396,6 +423,33 @@ class run:
         if isinstance(self._store_arg, str):
             return open_store(self._store_arg)
         return self._store_arg
+
+
+def _settle_commits(scope: RunScope, span: Span) -> int:
+    """Under ``durability="async"``: wait for the run's queued commits, then report each one
+    that failed as a failed sync commit is reported (a warning, ``commit_failures``, a
+    ``spanpoint.checkpoint.commit_failed`` event on the run span). Returns how many failed."""
+    if scope.durability != "async":
+        return 0
+    done, failed = processor.settle(scope.store, scope.run_id)
+    for staged in failed:
+        cp = staged.checkpoint
+        scope.commit_failures += 1
+        scope.warn(
+            f"boundary {cp.path!r} executed but its commit (durability=\"async\") failed: "
+            f"{staged.error}; it will execute again when the run is replayed"
+        )
+        span.add_event(
+            semconv.EVENT_CHECKPOINT_COMMIT_FAILED,
+            {
+                semconv.BOUNDARY_PATH: cp.path,
+                semconv.CHECKPOINT_KEY: cp.key,
+                semconv.STORE_ERROR: str(staged.error),
+            },
+        )
+    if not done:  # settle() without a timeout waits for every write: kept for a bounded one
+        scope.warn(f"commits of run {scope.run_id!r} were still pending at its end")
+    return len(failed)
 
 
 def _count_boundaries(scope: RunScope) -> None:
