@@ -191,21 +191,26 @@ class GuardInstruments:
 
     def __init__(self, provider: Any) -> None:
         meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
-        self.detections = meter.create_counter(
-            semconv.METRIC_GUARD_DETECTIONS,
-            unit="{detection}",
-            description="Loop patterns and budget overruns the guard detected, by pattern.",
+        self.detections, self.reflections, self.terminations = (
+            meter.create_counter(name, unit=unit, description=description)
+            for name, unit, description in _GUARD_COUNTERS
         )
-        self.reflections = meter.create_counter(
-            semconv.METRIC_GUARD_REFLECTIONS,
-            unit="{reflection}",
-            description="Reflection messages the guard sent to the model, by pattern.",
-        )
-        self.terminations = meter.create_counter(
-            semconv.METRIC_GUARD_TERMINATIONS,
-            unit="{termination}",
-            description="Runs the guard stopped, by reason.",
-        )
+
+
+#: The guard's counters in :class:`GuardInstruments`' order: name, unit, description.
+_GUARD_COUNTERS = (
+    (
+        semconv.METRIC_GUARD_DETECTIONS,
+        "{detection}",
+        "Loop patterns and budget overruns the guard detected, by pattern.",
+    ),
+    (
+        semconv.METRIC_GUARD_REFLECTIONS,
+        "{reflection}",
+        "Reflection messages the guard sent to the model, by pattern.",
+    ),
+    (semconv.METRIC_GUARD_TERMINATIONS, "{termination}", "Runs the guard stopped, by reason."),
+)
 
 
 _guard_instruments: PerProvider[GuardInstruments] = PerProvider(GuardInstruments)
