@@ -142,6 +142,36 @@ def test_nested_agents_get_their_spans_under_graph_runner(
     assert len(inside) == {"deep": 2, "supervisor": 4, "swarm": 4}[app]
 
 
+@pytest.mark.parametrize("how", ["stream", "astream", "stream+zero-code", "astream+zero-code"])
+def test_a_streamed_runner_call_traces_its_sub_agent_once(
+    request: pytest.FixtureRequest, otel: Otel, log: Any, how: str
+) -> None:
+    """``GraphRunner.stream`` / ``astream``: the sub-agent's span under its task call, and
+    one span for the streamed call itself, with or without the instrumentor."""
+    import asyncio
+
+    if how.endswith("zero-code"):
+        request.getfixturevalue("instrumented")
+    agent = deep_agent(checkpointer=InMemorySaver(), middleware=[spanpoint.CheckpointMiddleware()])
+    runner = spanpoint.GraphRunner(agent, name="support", strategy="calls")
+
+    async def consume() -> list[Any]:
+        return [c async for c in runner.astream(deep_input(), thread_id=THREAD)]
+
+    with spanpoint.run("ticket-stream"):
+        if how.startswith("astream"):
+            chunks = asyncio.run(consume())
+        else:
+            chunks = list(runner.stream(deep_input(), thread_id=THREAD))
+    assert chunks, "the stream yielded nothing"
+    tops = [s for s in otel.spans("invoke_agent support")]
+    assert len(tops) == 1, [s.name for s in otel.spans()]
+    [task] = otel.spans("execute_tool task")
+    [sub] = otel.spans("invoke_agent general-purpose")
+    assert otel.parent(sub) is task
+    assert sub.attributes.get("gen_ai.conversation.id") == THREAD
+
+
 # --- the middleware search ---------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
@@ -75,6 +75,61 @@ def runner_call(graph: Any, strategy: str) -> Iterator[None]:
     finally:
         CURRENT.reset(scope)
         _uninstall(token)
+
+
+def scoped_stream(graph: Any, strategy: str, chunks: Iterator[Any]) -> Iterator[Any]:
+    """``chunks`` (a runner's stream), with each step computed inside the runner call's
+    scope: never across a ``yield``, so a consumer holding a chunk is outside it."""
+    token = object()
+    _install(token)
+    call = RunnerCall(graph, strategy)  # on the first step: where the caller iterates
+    try:
+        while True:
+            scope = CURRENT.set(call)
+            try:
+                chunk = next(chunks, _END)
+            finally:
+                CURRENT.reset(scope)
+            if chunk is _END:
+                return
+            yield chunk
+    except GeneratorExit:
+        close = getattr(chunks, "close", None)
+        if callable(close):
+            close()  # the runner's stream ends its span as closed early
+        raise
+    finally:
+        _uninstall(token)
+
+
+async def ascoped_stream(
+    graph: Any, strategy: str, chunks: AsyncIterator[Any]
+) -> AsyncIterator[Any]:
+    """The async form of :func:`scoped_stream`."""
+    token = object()
+    _install(token)
+    call = RunnerCall(graph, strategy)
+    try:
+        while True:
+            scope = CURRENT.set(call)
+            try:
+                chunk = await anext(chunks, _END)
+            finally:
+                CURRENT.reset(scope)
+            if chunk is _END:
+                return
+            yield chunk
+    except GeneratorExit:
+        close = getattr(chunks, "aclose", None)
+        if callable(close):
+            await close()
+        raise
+    finally:
+        _uninstall(token)
+
+
+#: The end of a stream (``next(chunks, _END)``).
+_END: Any = object()
 
 
 # --- who traces nested calls ---------------------------------------------------------------

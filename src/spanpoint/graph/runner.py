@@ -129,17 +129,21 @@ class GraphRunner:
 
         A stream is never a boundary: it neither commits nor replays a checkpoint.
         """
-        from spanpoint.graph.stream import stream_graph  # for import time (see __init__)
+        from spanpoint.graph.nested import scoped_stream  # for import time (see __init__)
+        from spanpoint.graph.stream import stream_graph
 
-        return stream_graph(self._call, self._request(request, thread_id), kwargs)
+        chunks = stream_graph(self._call, self._request(request, thread_id), kwargs)
+        return scoped_stream(self.graph, self.strategy, chunks)
 
     def astream(
         self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         """The async form of :meth:`stream` (``graph.astream``)."""
-        from spanpoint.graph.stream import astream_graph  # for import time (see __init__)
+        from spanpoint.graph.nested import ascoped_stream  # for import time (see __init__)
+        from spanpoint.graph.stream import astream_graph
 
-        return astream_graph(self._call, self._request(request, thread_id), kwargs)
+        chunks = astream_graph(self._call, self._request(request, thread_id), kwargs)
+        return ascoped_stream(self.graph, self.strategy, chunks)
 
     @staticmethod
     def _request(request: Any, thread_id: str | None) -> RunRequest:
