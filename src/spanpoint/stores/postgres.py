@@ -33,6 +33,7 @@ from spanpoint.stores.base import (
     Claim,
     OnceToken,
     RunCursor,
+    RunPages,
     RunRecord,
     RunStatus,
     WaitRecord,
@@ -68,7 +69,7 @@ T = TypeVar("T")
 MAX_IDLE_S = 60.0
 
 
-class PostgresStore:
+class PostgresStore(RunPages):
     """A checkpoint store in PostgreSQL, shared by every worker that points at it.
 
     Args:
@@ -225,12 +226,8 @@ class PostgresStore:
         rows = self._fetchall("get_run", RUN_SELECT + "WHERE r.run_id = %s", (run_id,))
         return RunRecord(*rows[0]) if rows else None
 
-    def list_runs(
-        self,
-        *,
-        status: RunStatus | None = None,
-        limit: int = 100,
-        after: RunCursor | None = None,
+    def runs_page(
+        self, status: RunStatus | None, limit: int, after: RunCursor | None
     ) -> list[RunRecord]:
         clauses: list[str] = []
         params: list[Any] = []
