@@ -219,7 +219,7 @@ class GraphCall:
         span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            plan = rerun.plan(self.graph, req.state_config(), durable[0], durable[1], kw)
+            plan = rerun.Planner(self.graph, req.state_config(), *durable, kw).plan()
             if plan.action == "return":
                 return self._returned(span, req, plan)
             graph_input = self._rerun_input(span, req, plan)
@@ -240,7 +240,7 @@ class GraphCall:
         span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            plan = await rerun.aplan(self.graph, req.state_config(), durable[0], durable[1], kw)
+            plan = await rerun.Planner(self.graph, req.state_config(), *durable, kw).aplan()
             if plan.action == "return":
                 return self._returned(span, req, plan)
             graph_input = self._rerun_input(span, req, plan)

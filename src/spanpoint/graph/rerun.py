@@ -4,8 +4,8 @@ Inside ``spanpoint.run``, every graph call on a thread with a checkpointer puts 
 the call's deterministic key into LangGraph's config metadata (:func:`stamp`); LangGraph
 copies it into the metadata of every checkpoint the call writes. When a later attempt of the
 run reaches a graph call that has no committed output (the ``calls`` strategy commits none;
-under ``graph_call`` the commit may have been lost to a crash), :func:`plan` reads the thread
-once and decides (issue 15 item 4, docs/concepts.md "Rerun with a durable checkpointer"):
+under ``graph_call`` the commit may have been lost to a crash), :meth:`Planner.plan` reads
+the thread once and decides (issue 15 item 4, docs/concepts.md "Rerun with a durable checkpointer"):
 
 - no checkpoint of this call on the thread: **start** as asked (another run's thread, an
   earlier call of this run, a checkpointer that kept nothing);
@@ -172,59 +172,62 @@ def _plan_steps(
     return _classify(found, False, graph, kwargs)
 
 
-def plan(
-    graph: Any,
-    state_config: Mapping[str, Any],
-    scope: RunScope,
-    key: str,
-    kwargs: Mapping[str, Any],
-) -> Rerun:
-    """What this graph call does on the thread, read once (see the module doc)."""
-    steps = _plan_steps(graph, scope, key, kwargs)
-    try:
-        read = next(steps)
-        while True:
-            if read == "latest":
-                answer = graph.get_state(state_config)
-            elif read == "history":
-                history = graph.get_state_history(state_config, filter=_filter(key), limit=1)
-                answer = next(iter(history), None)
-            else:
-                answer = graph.get_state(read)
-            read = steps.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except Exception as exc:  # a failed read means execute: never a wrong return
-        return _warn(scope, exc)
+@dataclass(frozen=True, slots=True)
+class Planner:
+    """A graph call's rerun plan, decided from one read of its thread (see the module doc):
+    :meth:`plan` reads a sync checkpointer, :meth:`aplan` an async one."""
 
+    graph: Any
+    state_config: Mapping[str, Any]
+    scope: RunScope
+    key: str
+    kwargs: Mapping[str, Any]
 
-async def aplan(
-    graph: Any,
-    state_config: Mapping[str, Any],
-    scope: RunScope,
-    key: str,
-    kwargs: Mapping[str, Any],
-) -> Rerun:
-    """The async form of :func:`plan` (async checkpointers have no sync reads)."""
-    steps = _plan_steps(graph, scope, key, kwargs)
-    try:
-        read = next(steps)
-        while True:
-            answer = None
-            if read == "latest":
-                answer = await graph.aget_state(state_config)
-            elif read == "history":
-                history = graph.aget_state_history(state_config, filter=_filter(key), limit=1)
-                async for snapshot in history:
-                    answer = snapshot
-                    break
-            else:
-                answer = await graph.aget_state(read)
-            read = steps.send(answer)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except Exception as exc:
-        return _warn(scope, exc)
+    def plan(self) -> Rerun:
+        """What this graph call does on the thread, read once (see the module doc)."""
+        steps = _plan_steps(self.graph, self.scope, self.key, self.kwargs)
+        try:
+            read = next(steps)
+            while True:
+                read = steps.send(self._read(read))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except Exception as exc:  # a failed read means execute: never a wrong return
+            return _warn(self.scope, exc)
+
+    async def aplan(self) -> Rerun:
+        """The async form of :meth:`plan` (async checkpointers have no sync reads)."""
+        steps = _plan_steps(self.graph, self.scope, self.key, self.kwargs)
+        try:
+            read = next(steps)
+            while True:
+                read = steps.send(await self._aread(read))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        except Exception as exc:
+            return _warn(self.scope, exc)
+
+    def _read(self, read: _Read) -> Any:
+        if read == "latest":
+            return self.graph.get_state(self.state_config)
+        if read == "history":
+            found = self.graph.get_state_history(
+                self.state_config, filter=_filter(self.key), limit=1
+            )
+            return next(iter(found), None)
+        return self.graph.get_state(read)
+
+    async def _aread(self, read: _Read) -> Any:
+        if read == "latest":
+            return await self.graph.aget_state(self.state_config)
+        if read == "history":
+            found = self.graph.aget_state_history(
+                self.state_config, filter=_filter(self.key), limit=1
+            )
+            async for snapshot in found:
+                return snapshot
+            return None
+        return await self.graph.aget_state(read)
 
 
 def snapshot_output(graph: Any, snapshot: Any) -> Any:
@@ -317,7 +320,7 @@ def invoke_rerunning(
     stamped with the run and ``key``, and on a rerun continued or returned (see above)."""
     graph_input, config, kw, state_config = _prepared(graph, args, kwargs, scope, key)
     if state_config is not None:
-        found = plan(graph, state_config, scope, key, kw)
+        found = Planner(graph, state_config, scope, key, kw).plan()
         _mark(found)
         if found.action == "return":
             return snapshot_output(graph, found.snapshot)
@@ -332,7 +335,7 @@ async def ainvoke_rerunning(
     """The async form of :func:`invoke_rerunning` (``Pregel.ainvoke``)."""
     graph_input, config, kw, state_config = _prepared(graph, args, kwargs, scope, key)
     if state_config is not None:
-        found = await aplan(graph, state_config, scope, key, kw)
+        found = await Planner(graph, state_config, scope, key, kw).aplan()
         _mark(found)
         if found.action == "return":
             return snapshot_output(graph, found.snapshot)
