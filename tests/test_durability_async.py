@@ -393,3 +393,66 @@ def test_sigkill_at_random_points_stays_within_the_bound_postgres(
     tmp_path: Path, pg_dsn: str
 ) -> None:
     check_the_bound(crash_trials(pg_dsn, tmp_path, seed=13))
+
+
+AGENT = SCRIPTS / "calls_agent.py"
+AGENT_TOOLS = ["lookup_ticket", "check_inventory", "approve_ticket"]
+AGENT_QUEUE = 1
+
+
+def run_agent(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SPANPOINT_DURABILITY": "async",
+           "SPANPOINT_COMMIT_QUEUE": str(AGENT_QUEUE)}
+    return subprocess.run(
+        [sys.executable, str(AGENT), "ticket-9", str(folder / "store.db"),
+         str(folder / "effects.txt"), *extra],
+        capture_output=True, text=True, timeout=180, cwd=folder, env=env,
+    )  # fmt: skip
+
+
+def agent_output(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def stored(folder: Path) -> dict[str, bytes]:
+    store = SqliteStore(folder / "store.db")
+    try:
+        return {cp.key: cp.output for cp in store.list_checkpoints("ticket-9")}
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after", [1, 2, 3])  # every tool call: each point, not a sample
+def test_a_calls_strategy_agent_sigkilled_under_async_loses_nothing_committed(
+    tmp_path: Path, after: int
+) -> None:
+    """create_agent with CheckpointMiddleware, SIGKILLed right after its N-th tool call
+    returned, every commit async with a queue of one. Each turn is a model call
+    and a tool call, so 2N calls had executed; at most the queue's one was not committed."""
+    crashed = run_agent(tmp_path, "--crash-after-tools", str(after), "--sigkill")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    before = stored(tmp_path)
+    assert 2 * after - AGENT_QUEUE <= len(before) <= 2 * after
+
+    rerun = agent_output(run_agent(tmp_path))
+    after_rows = stored(tmp_path)
+    # Nothing committed is lost: every row is still there, unchanged, and replayed.
+    assert all(after_rows[key] == raw for key, raw in before.items())
+    assert len(after_rows) == 7
+    replayed = [name for name, was_replayed in rerun["spans"] if was_replayed]
+    assert len(replayed) == len(before)
+    assert [was for _name, was in rerun["spans"]] == [True] * len(before) + [False] * (
+        7 - len(before)
+    ), "the committed calls are a prefix of the run's calls"
+    # What ran again: the calls attempt 1 executed and did not commit, within the bound.
+    again = 2 * after - len(before)
+    assert again <= AGENT_QUEUE
+    effects = read_effects(tmp_path / "effects.txt")
+    assert sum(effects.values()) - len(AGENT_TOOLS) <= again
+    assert set(effects) == set(AGENT_TOOLS)
+
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    assert rerun["conversation"] == agent_output(run_agent(clean))["conversation"]

@@ -202,7 +202,7 @@ def configure(
             else ``"sync"``. ``spanpoint.run(..., durability=)`` overrides it for one run.
         commit_queue: under ``"async"``, how many checkpoints may wait per store; a boundary
             whose commit finds the queue full waits for a free slot. Default: the previous
-            value, else 32.
+            value, else ``$SPANPOINT_COMMIT_QUEUE``, else 32.
     """
     global _SETTINGS
     _check_positive("lease_ttl_s", lease_ttl_s)
@@ -246,7 +246,7 @@ def configure(
         else:
             settings.durability = _durability_from_env()
         settings.commit_queue = commit_queue or (
-            previous.commit_queue if previous else committer.DEFAULT_CAPACITY
+            previous.commit_queue if previous else _commit_queue_from_env()
         )
         committer.set_capacity(settings.commit_queue)
         if store is None and previous is not None:
@@ -284,6 +284,17 @@ def check_durability(value: object, where: str) -> Durability:
 def _durability_from_env() -> Durability:
     value = os.environ.get("SPANPOINT_DURABILITY", "").strip()
     return check_durability(value, "SPANPOINT_DURABILITY") if value else "sync"
+
+
+def _commit_queue_from_env() -> int:
+    value = os.environ.get("SPANPOINT_COMMIT_QUEUE", "").strip()
+    if not value:
+        return committer.DEFAULT_CAPACITY
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(
+            f"SPANPOINT_COMMIT_QUEUE must be a positive whole number of checkpoints, not {value!r}"
+        )
+    return int(value)
 
 
 def _set_allowed_types(

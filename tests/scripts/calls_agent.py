@@ -1,11 +1,12 @@
 """A create_agent agent with three tool calls in three model turns, for the crash tests.
 
-Usage: calls_agent.py RUN_ID STORE EFFECTS [--crash-after-tools N] [--async]
+Usage: calls_agent.py RUN_ID STORE EFFECTS [--crash-after-tools N [--sigkill]] [--async]
 
 Each tool counts its side effect in EFFECTS (a line per call, under a lock). With
 ``--crash-after-tools N`` the process calls ``os._exit(17)`` right after the N-th tool call
-returned (its boundary span has ended, so it is committed). Prints a JSON line with the
-final conversation and, per span, its name and whether it was replayed.
+returned (its boundary span has ended, so it is committed, or queued under
+``SPANPOINT_DURABILITY=async``); ``--sigkill`` kills it with SIGKILL instead. Prints a JSON
+line with the final conversation and, per span, its name and whether it was replayed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,12 +44,15 @@ PLAN = [
 class CrashAfterTools(AgentMiddleware):  # type: ignore[type-arg]
     """Kills the process once the N-th tool call of the conversation has returned."""
 
-    def __init__(self, after: int | None) -> None:
+    def __init__(self, after: int | None, sigkill: bool = False) -> None:
         self.after = after
+        self.sigkill = sigkill
 
     def _maybe_crash(self, request: Any) -> None:
         done = sum(1 for m in request.state["messages"] if m.type == "tool") + 1
         if self.after is not None and done >= self.after:
+            if self.sigkill:  # no exit handler runs: nothing queued is flushed
+                os.kill(os.getpid(), signal.SIGKILL)
             os._exit(17)
 
     def wrap_tool_call(self, request: Any, handler: Any) -> Any:
@@ -110,6 +115,7 @@ def main() -> None:
     parser.add_argument("store")
     parser.add_argument("effects")
     parser.add_argument("--crash-after-tools", type=int, default=None)
+    parser.add_argument("--sigkill", action="store_true")
     parser.add_argument("--async", dest="use_async", action="store_true")
     args = parser.parse_args()
 
@@ -122,7 +128,10 @@ def main() -> None:
         ConversationModel(plan=PLAN, final="Ticket 7 resolved."),
         build_tools(args.effects, args.use_async),
         system_prompt="You are a support agent.",
-        middleware=[CrashAfterTools(args.crash_after_tools), spanpoint.CheckpointMiddleware()],
+        middleware=[
+            CrashAfterTools(args.crash_after_tools, args.sigkill),
+            spanpoint.CheckpointMiddleware(),
+        ],
     )
     request = {"messages": [{"role": "user", "content": "Ticket 7: the printer is out of toner"}]}
     if args.use_async:
