@@ -280,11 +280,11 @@ class _Handler(BaseCallbackHandler):
         scope, frame = current_run(), current_frame()
         if scope is None or scope.run_id != CASSETTE_RUN_ID or frame is None:
             return None
-        if not frame.identity or getattr(frame, "kind", kind) != kind:
+        if not frame.key or getattr(frame, "kind", kind) != kind:
             return None  # not inside its own boundary: always_execute, or not a boundary
         if name and frame.path.rsplit("/", 1)[-1] != name:
             return None
-        return frame.identity, frame.path
+        return frame.key, frame.path
 
     def on_chat_model_start(
         self,

@@ -208,7 +208,9 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
     if thread is not None and (threaded or not _in_process(conf)):
         # Anchor T: LangGraph's own identity, equal whichever graph call (in whichever
         # process) executes the task again.
-        identity = _h(scope.run_id, "T", thread, ns)
+        # No run id in a frame identity: it enters each key once (run.Frame), so that a
+        # fork can key a run's calls for another run id.
+        identity = _h("T", thread, ns)
     else:
         # Anchor R: no checkpointer, or one that a rerun does not find again (an in-process
         # saver starts empty in a new process, or a new saver object on a new thread).
@@ -218,7 +220,7 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
             f"{metadata.get(_compat.METADATA_PATH)}"
         )
         execution = _execution(scope, enclosing, anchor, ns)
-        identity = _h(scope.run_id, "R", enclosing.anchor, anchor, execution)
+        identity = _h("R", enclosing.anchor, anchor, execution)
     # The path names boundaries for people; the task is in the key, not in the path.
     task_frame = Frame(enclosing.path, identity, enclosing.span_id, task=token)
     with _LOCK:
