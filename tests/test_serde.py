@@ -47,3 +47,28 @@ def test_a_fingerprint_is_pinned() -> None:
 def test_unencodable_values_are_a_type_error() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
         serde._stable_json({"a": object()})
+
+
+# A flat mapping of plain values (a step's arguments) takes a shorter path to its digest
+# (serde.fingerprint): it must hash exactly the text the general canonical view hashes.
+FLAT = [
+    {},
+    {"i": 1},
+    {"ticket": 42, "status": "open", "priority": 2.5, "urgent": True, "owner": None},
+    {"nan": float("nan"), "inf": float("-inf"), "zero": -0.0, "big": 10**30},
+    {"surrogate": "x\ud800", "é": "ü\u2028"},
+    {"b": 1, "a": True},
+]
+
+
+@pytest.mark.parametrize("value", FLAT)
+def test_a_flat_mapping_hashes_its_canonical_view(value: dict[str, object]) -> None:
+    general = serde.text_digest(serde._stable_json(serde.canonical(value)))
+    assert serde.fingerprint(value) == general
+
+
+def test_a_flat_mapping_fingerprint_is_pinned() -> None:
+    # The value the general path gave before the flat-mapping path existed (issue 18 item 4).
+    assert serde.fingerprint(
+        {"ticket": 42, "status": "open", "priority": 2.5, "urgent": True, "owner": None}
+    ) == "eed3c35180752cd6444428fa84d263f91b1fd8c45165a176f523f188c3988cf7"

@@ -255,33 +255,41 @@ class _Call:
         except Exception as exc:  # CorruptCheckpointError, or a decode hook that fails
             scope.warn(f"checkpoint of {self.path!r} is unreadable, executing again: {exc}")
             return _MISSING
-        links = _original_links(cp)
-        if not links:
+        spec = self.spec
+        attrs = spec.attributes
+        attrs[semconv.REPLAYED] = True
+        original = _original_link(cp)
+        if original is None:
             # The ids are only for the link: a malformed one costs the link, never the replay.
             scope.warn(
                 f"checkpoint of {self.path!r} has a malformed trace id {cp.trace_id!r} or span "
                 f"id {cp.span_id!r}; replayed with no link to the original execution"
             )
-        attrs = self.spec.attributes
-        attrs[semconv.REPLAYED] = True
-        if links:  # as attributes too: most trace viewers drop links (docs/design-notes.md)
-            original = links[0].context
-            attrs[semconv.REPLAY_ORIGINAL_TRACE_ID] = format(original.trace_id, "032x")
-            attrs[semconv.REPLAY_ORIGINAL_SPAN_ID] = format(original.span_id, "016x")
+            links: tuple[Link, ...] = ()
+        else:  # as attributes too: most trace viewers drop links (docs/design-notes.md)
+            link, trace_id, span_id = original
+            attrs[semconv.REPLAY_ORIGINAL_TRACE_ID] = trace_id
+            attrs[semconv.REPLAY_ORIGINAL_SPAN_ID] = span_id
+            links = (link,)
         span = self.tracer.start_span(
             # The name is the one field every viewer's tree shows (design-notes, issue 19).
-            self.spec.span_name + semconv.REPLAYED_NAME_SUFFIX,
-            kind=self.spec.span_kind,
+            spec.span_name + semconv.REPLAYED_NAME_SUFFIX,
+            kind=spec.span_kind,
             attributes=attrs,
             links=links,
         )
-        self._describe(span, output)
-        if self.spec.on_replay is not None and span.is_recording():
-            try:
-                self.spec.on_replay(span, output)
-            except Exception as exc:  # observability is best effort
-                span.set_attribute(semconv.WARNINGS, [f"on_replay failed: {exception_text(exc)}"])
-        _ok_unless_failed(span)
+        if spec.describe is None and spec.on_replay is None:
+            # Nothing could have marked the span ERROR (a @step): OK without reading it back.
+            span.set_status(spans.STATUS_OK)
+        else:
+            self._describe(span, output)
+            if spec.on_replay is not None and span.is_recording():
+                try:
+                    spec.on_replay(span, output)
+                except Exception as exc:  # observability is best effort
+                    message = f"on_replay failed: {exception_text(exc)}"
+                    span.set_attribute(semconv.WARNINGS, [message])
+            _ok_unless_failed(span)
         raised = _end_span(span)
         if raised is not None:
             scope.warn(
@@ -575,23 +583,22 @@ def _ended_ok(span: trace.Span) -> bool:
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
-def _original_links(cp: Checkpoint) -> list[Link]:
-    """The link from a replay to the span that executed ``cp``; none when its ids are not
-    the W3C form (32 and 16 lowercase hex digits, not all zero) spanpoint stores."""
+def _original_link(cp: Checkpoint) -> tuple[Link, str, str] | None:
+    """The link from a replay to the span that executed ``cp``, with that span's trace and
+    span ids as text; None when its ids are not the W3C form (32 and 16 lowercase hex
+    digits, not all zero) spanpoint stores."""
     trace_id, span_id = str(cp.trace_id).lower(), str(cp.span_id).lower()
     if not (_TRACE_ID.fullmatch(trace_id) and _SPAN_ID.fullmatch(span_id)):
-        return []
-    original = SpanContext(
-        int(trace_id, 16),
-        int(span_id, 16),
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
-    )
-    if not original.is_valid:  # an all-zero id
-        return []
-    return [Link(original, _ORIGINAL_LINK)]
+        return None
+    trace_int, span_int = int(trace_id, 16), int(span_id, 16)
+    if not (trace_int and span_int):  # an all-zero id is the W3C "invalid" id
+        return None
+    original = SpanContext(trace_int, span_int, is_remote=True, trace_flags=_SAMPLED)
+    # The fullmatch texts are what format(id, "032x") / "016x" would print back.
+    return Link(original, _ORIGINAL_LINK), trace_id, span_id
 
 
 def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

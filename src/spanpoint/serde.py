@@ -559,6 +559,14 @@ def fingerprint(value: Any) -> str:
 
     Raises :class:`UnfingerprintableInputError` when part of ``value`` has no readable state.
     """
+    if type(value) is dict:
+        # A flat dict of plain values (a step's arguments, most of the time) is its own
+        # canonical view inside the map tag: the same text, without a copy or the walk.
+        for key, item in value.items():
+            if type(key) is not str or type(item) not in _PLAIN:
+                break
+        else:
+            return text_digest(_stable_json({"__map__": value}))
     return text_digest(_stable_json(canonical(value)))
 
 
