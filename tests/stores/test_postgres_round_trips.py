@@ -161,3 +161,36 @@ def test_a_worker_running_boundaries_one_at_a_time_holds_one_connection(pg_dsn: 
         assert held == (1,)
     finally:
         store.close()
+
+
+def scans(plan: dict) -> Iterator[dict]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan that reads a table."""
+    if "Relation Name" in plan and "Scan" in plan["Node Type"]:
+        yield plan
+    for child in plan.get("Plans", []):
+        yield from scans(child)
+
+
+def test_a_lease_wait_reads_the_row_by_its_key_not_every_pending_lease(
+    store: PostgresStore, pg_dsn: str
+) -> None:
+    from spanpoint.stores.postgres_sql import CLAIM
+
+    for _ in range(300):  # committed boundaries leave their old lease entries until a vacuum
+        key = uuid.uuid4().hex
+        store.claim(key, "owner", 30.0)
+        store.put(checkpoint(key), owner="owner")
+    assert store.claim("busy", "holder", 600.0).state == "acquired"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE spanpoint_checkpoints")
+        with conn.transaction(force_rollback=True):
+            (plan,) = conn.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + CLAIM,
+                {"key": "busy", "owner": "waiter", "ttl": 30.0},
+            ).fetchone()  # type: ignore[misc]
+    read = [(s["Node Type"], s.get("Index Name")) for s in scans(plan[0]["Plan"])]
+    # One lookup by primary key (the row as the snapshot sees it), then the upsert's own
+    # conflict check; never a scan of the pending-leases index or of the table.
+    assert read == [("Index Scan", "spanpoint_checkpoints_pkey")]
+    held = store.claim("busy", "waiter", 30.0)
+    assert (held.state, held.owner) == ("held", "holder")
