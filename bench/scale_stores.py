@@ -6,7 +6,8 @@ updated two days ago. Then:
 
 - **boundary**: p50/p99 of a *lookup* (``get`` of a committed key, a replay's read), a *replay
   claim* (``claim`` of a committed key), a *claim* of a new key (``fresh=True``) and the
-  *commit* that follows it (``put`` with the owner): random keys over the whole store;
+  *commit* that follows it (``put`` with the owner): random keys over the whole store, the
+  sizes of one store filled first and then timed interleaved, one sample of each in turn;
 - **CLI**: wall time, process start included, of ``spanpoint runs`` (first page, with
   ``--limit 50`` when the command has it), ``spanpoint show`` of one run and ``spanpoint
   doctor``;
@@ -27,7 +28,9 @@ exactly as the checkpoints they were made from.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 import hashlib
 import multiprocessing as mp
 import os
@@ -38,7 +41,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -445,46 +448,80 @@ def _plain(value: Any) -> Any:
 # --- the measurements -------------------------------------------------------------------
 
 
-def boundaries(store: Any, runs: int, samples: int, rng: random.Random, base_ns: int) -> dict:
-    """p50/p99 of lookup, replay claim, claim and commit on random keys of the whole store."""
+@dataclass
+class Target:
+    """One filled store whose boundaries are timed, and what it needs to draw keys."""
+
+    store: Any
+    runs: int
+    rng: random.Random
+    base_ns: int
+
+
+def boundaries(targets: list[Target], samples: int) -> list[dict[str, Any]]:
+    """p50/p99 of lookup, replay claim, claim and commit on random keys of each whole store.
+
+    The stores' samples are interleaved (each round one sample of every store, in a rotating
+    order): on a machine shared with other work, noise lands on every size alike, so the ratio
+    between sizes is the stores' and not the neighbours'. The interpreter's cyclic GC is off
+    while timing: its pauses are the bench's allocations, not the store's.
+    """
     perf = time.perf_counter
-    lookup: list[float] = []
-    replay: list[float] = []
-    for n in range(samples + 100):  # the first 100: warm-up, not kept
-        r = rng.randrange(runs)
-        k = key(run_id(r), rng.randrange(PER_RUN))
-        t0 = perf()
-        cp = store.get(k)
-        t1 = perf()
-        claim = store.claim(k, OWNER, 60.0)
-        t2 = perf()
-        if cp is None or claim.state != "committed":
-            raise RuntimeError(f"committed key {k[:12]}… of run {r} is missing")
-        if n >= 100:
-            lookup.append(t1 - t0)
-            replay.append(t2 - t1)
-    claims: list[float] = []
-    commits: list[float] = []
-    probe = f"scale-probe-{uuid.uuid4().hex[:8]}"
-    store.start_run(probe, "scale-probe")
-    for i in range(samples):
-        cp = checkpoint(probe, runs + 1, i, base_ns)
-        t0 = perf()
-        claim = store.claim(cp.key, OWNER, 60.0, fresh=True)
-        t1 = perf()
-        stored = store.put(cp, owner=OWNER)
-        t2 = perf()
-        if claim.state != "acquired" or not stored:
-            raise RuntimeError(f"a new boundary was not acquired and committed: {claim}")
-        claims.append(t1 - t0)
-        commits.append(t2 - t1)
-    store.finish_run(probe, "completed")
-    return {
-        "lookup": common.summary_ms(lookup),
-        "replay_claim": common.summary_ms(replay),
-        "claim": common.summary_ms(claims),
-        "commit": common.summary_ms(commits),
-    }
+    lookup: list[list[float]] = [[] for _ in targets]
+    replay: list[list[float]] = [[] for _ in targets]
+    claims: list[list[float]] = [[] for _ in targets]
+    commits: list[list[float]] = [[] for _ in targets]
+    probes = [f"scale-probe-{uuid.uuid4().hex[:8]}" for _ in targets]
+    for t, probe in zip(targets, probes, strict=True):
+        t.store.start_run(probe, "scale-probe")
+    order = list(range(len(targets)))
+    gc.collect()
+    gc.disable()
+    try:
+        for n in range(samples + 100):  # the first 100 rounds: warm-up, not kept
+            order = order[1:] + order[:1]
+            for x in order:
+                t = targets[x]
+                r = t.rng.randrange(t.runs)
+                k = key(run_id(r), t.rng.randrange(PER_RUN))
+                t0 = perf()
+                cp = t.store.get(k)
+                t1 = perf()
+                claim = t.store.claim(k, OWNER, 60.0)
+                t2 = perf()
+                if cp is None or claim.state != "committed":
+                    raise RuntimeError(f"committed key {k[:12]}… of run {r} is missing")
+                if n >= 100:
+                    lookup[x].append(t1 - t0)
+                    replay[x].append(t2 - t1)
+        for i in range(samples):
+            order = order[1:] + order[:1]
+            for x in order:
+                t = targets[x]
+                cp = checkpoint(probes[x], t.runs + 1, i, t.base_ns)
+                t0 = perf()
+                claim = t.store.claim(cp.key, OWNER, 60.0, fresh=True)
+                t1 = perf()
+                stored = t.store.put(cp, owner=OWNER)
+                t2 = perf()
+                if claim.state != "acquired" or not stored:
+                    raise RuntimeError(f"a new boundary was not acquired and committed: {claim}")
+                claims[x].append(t1 - t0)
+                commits[x].append(t2 - t1)
+    finally:
+        gc.enable()
+    for t, probe in zip(targets, probes, strict=True):
+        t.store.finish_run(probe, "completed")
+    return [
+        {
+            "lookup": common.summary_ms(lookup[x]),
+            "replay_claim": common.summary_ms(replay[x]),
+            "claim": common.summary_ms(claims[x]),
+            "commit": common.summary_ms(commits[x]),
+            "interleaved_with": len(targets),
+        }
+        for x in range(len(targets))
+    ]
 
 
 def cli(address: str, show_run: str, repeats: int, flags: dict[str, bool]) -> dict[str, Any]:
@@ -580,16 +617,8 @@ def gc_under_writers(
     }
 
 
-def measure_size(
-    backend: Backend,
-    size: int,
-    samples: int,
-    repeats: int,
-    flags: dict[str, bool],
-    log: Any,
-    gc_timeout_s: float,
-) -> dict[str, Any]:
-    """Fill a fresh store with ``size`` checkpoints and measure everything on it."""
+def fill_size(backend: Backend, size: int, log: Any) -> tuple[Target, dict[str, Any]]:
+    """A fresh store of ``size`` checkpoints, filled and verified, left open for timing."""
     from spanpoint.stores import open_store
 
     runs = max(1, size // PER_RUN)
@@ -612,16 +641,27 @@ def measure_size(
         "fill_s": fill_s,
         "verified_runs": verified,
         "calibration": calibration,
-        "boundary": boundaries(store, runs, samples, rng, base_ns),
     }
-    store.close()
+    return Target(store, runs, rng, base_ns), result
+
+
+def finish_size(
+    backend: Backend,
+    result: dict[str, Any],
+    repeats: int,
+    flags: dict[str, bool],
+    log: Any,
+    gc_timeout_s: float,
+) -> dict[str, Any]:
+    """Disk, CLI and gc of a filled store whose boundaries were timed (and its store closed)."""
+    size = result["checkpoints"]
     disk = backend.bytes_on_disk()
     result["bytes_on_disk"] = disk
-    result["bytes_per_checkpoint"] = disk / (runs * PER_RUN)
+    result["bytes_per_checkpoint"] = disk / size
     result["output_bytes_per_checkpoint"] = sum(
         len(checkpoint("x", r, i, 0).output) for r in range(10) for i in range(PER_RUN)
     ) / (10 * PER_RUN)
-    log(f"{backend.name} {size:,}: boundaries and disk done")
+    log(f"{backend.name} {size:,}: disk done")
     result["cli"] = cli(backend.address, run_id(0), repeats, flags)
     log(f"{backend.name} {size:,}: cli done")
     result["gc"] = gc_under_writers(backend, gc_timeout_s)
@@ -643,22 +683,37 @@ def run(
     out: dict[str, Any] = {"runs_flags": flags, "per_run": PER_RUN, "stores": {}}
     for name in stores:
         out["stores"][name] = {}
-        for size in sizes:
-            folder = Path(tempfile.mkdtemp(prefix="spanpoint-scale-"))
-            dbname = f"scale_{size}"
-            try:
+        folder = Path(tempfile.mkdtemp(prefix="spanpoint-scale-"))
+        filled: list[tuple[Backend, Target, dict[str, Any]]] = []
+        try:
+            # Every size filled first and kept open, so their boundaries are timed together.
+            for size in sizes:
                 if name == "sqlite":
-                    backend: Backend = SqliteBackend(folder / "checkpoints.db")
+                    backend: Backend = SqliteBackend(folder / f"checkpoints-{size}.db")
                 else:
                     assert pg is not None
-                    backend = PostgresBackend(pg.database(dbname))
-                out["stores"][name][str(size)] = measure_size(
-                    backend, size, samples, repeats, flags, log, gc_timeout_s
+                    backend = PostgresBackend(pg.database(f"scale_{size}"))
+                target, result = fill_size(backend, size, log)
+                filled.append((backend, target, result))
+            timed = boundaries([target for _, target, _ in filled], samples)
+            for (_, target, result), boundary in zip(filled, timed, strict=True):
+                result["boundary"] = boundary
+                target.store.close()
+            log(f"{name}: boundaries timed, sizes interleaved")
+            for size, (backend, _, result) in zip(sizes, filled, strict=True):
+                out["stores"][name][str(size)] = finish_size(
+                    backend, result, repeats, flags, log, gc_timeout_s
                 )
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
                 if name == "postgres" and pg is not None:
-                    pg.drop(dbname)
+                    pg.drop(f"scale_{size}")  # its memory and disk back before the next gc
+        finally:
+            for _, target, _ in filled:
+                with contextlib.suppress(Exception):  # closed already, or never usable
+                    target.store.close()
+            shutil.rmtree(folder, ignore_errors=True)
+            if name == "postgres" and pg is not None:
+                for size in sizes:
+                    pg.drop(f"scale_{size}")
     return out
 
 

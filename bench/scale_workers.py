@@ -40,10 +40,16 @@ TIMED = ("claim", "put", "get", "release", "start_run", "finish_run", "get_run")
 
 
 class StoreClock:
-    """Times the store object's protocol methods in place and counts claim answers."""
+    """Times the store object's protocol methods in place and counts claim answers.
+
+    Two clocks per call: wall time (``seconds``: on a shared machine it includes waiting for a
+    core and for the server) and the calling thread's CPU time (``cpu_seconds``: the client's
+    own work inside the call, pool checkout, encoding and libpq included, no waiting).
+    """
 
     def __init__(self, store: Any) -> None:
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.calls = 0
         self.claims: dict[str, int] = {}
         for name in TIMED:
@@ -51,15 +57,20 @@ class StoreClock:
             if method is not None:
                 setattr(store, name, self._timed(name, method))
 
+    def reset(self) -> None:
+        """Zero every count (the start of a phase)."""
+        self.seconds, self.cpu_seconds, self.calls, self.claims = 0.0, 0.0, 0, {}
+
     def _timed(self, name: str, method: Any) -> Any:
-        perf = time.perf_counter
+        perf, cpu = time.perf_counter, time.thread_time
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = perf()
+            t0, c0 = perf(), cpu()
             try:
                 result = method(*args, **kwargs)
             finally:
                 self.seconds += perf() - t0
+                self.cpu_seconds += cpu() - c0
                 self.calls += 1
             if name == "claim":
                 self.claims[result.state] = self.claims.get(result.state, 0) + 1
@@ -79,7 +90,6 @@ def worker(dsn: str, index: int, commands: Any, answers: Any) -> None:
         tracer_provider=TracerProvider(),
     )
     store = spanpoint.settings().store
-    store.get("warm-up")  # opens the pool before the start line
     clock = StoreClock(store)
     executed = {"n": 0}
 
@@ -90,6 +100,15 @@ def worker(dsn: str, index: int, commands: Any, answers: Any) -> None:
             time.sleep(sleep_s)
         return {"i": i, "status": "open", "notes": "x" * 100}
 
+    # Whole runs before the start line: the first boundary of a process pays one-time costs
+    # (lazy imports such as serde's writer, the pool's first connection, psycopg preparing a
+    # statement at its fifth use, so five runs for start_run/finish_run). Unwarmed, 32 workers
+    # of one 20-boundary run each measured those costs, not a boundary's (14 ms of worker CPU
+    # per boundary at 32 workers against 0.65 ms at 1).
+    for _ in range(5):
+        with spanpoint.run(f"warm-up-{index}-{uuid.uuid4().hex[:12]}"):
+            for i in range(DISTINCT_BOUNDARIES):
+                work(i, 0.0)
     answers.put(("ready", index, None))
     while True:
         command = commands.get()
@@ -98,7 +117,8 @@ def worker(dsn: str, index: int, commands: Any, answers: Any) -> None:
         phase, start_at, arg = command
         while time.time() < start_at:
             time.sleep(0.001)
-        clock.seconds, clock.calls, clock.claims, executed["n"] = 0.0, 0, {}, 0
+        clock.reset()
+        executed["n"] = 0
         cpu0, t0 = time.process_time(), time.time()
         boundaries = 0
         if phase == "distinct":
@@ -124,6 +144,7 @@ def worker(dsn: str, index: int, commands: Any, answers: Any) -> None:
                     "ended": time.time(),
                     "cpu_s": time.process_time() - cpu0,
                     "store_s": clock.seconds,
+                    "store_cpu_s": clock.cpu_seconds,
                     "store_calls": clock.calls,
                     "claims": dict(clock.claims),
                 },
@@ -200,6 +221,8 @@ def phase(
         for state, n in r["claims"].items():
             claims[state] = claims.get(state, 0) + n
     cores = os.cpu_count() or 1
+    server_ms = None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / boundaries * 1e3
+    client_ms = sum(r["store_cpu_s"] for r in reports) / boundaries * 1e3
     return {
         "workers": len(procs),
         "wall_s": wall,
@@ -208,12 +231,14 @@ def phase(
         "boundaries_per_s": boundaries / wall,
         "boundaries_per_s_per_core": boundaries / wall / cores,
         "worker_cpu_ms_per_boundary": sum(r["cpu_s"] for r in reports) / boundaries * 1e3,
-        "server_cpu_ms_per_boundary": None
-        if cpu0 is None or cpu1 is None
-        else (cpu1 - cpu0) / boundaries * 1e3,
+        "server_cpu_ms_per_boundary": server_ms,
         "store_ms_per_boundary": sum(r["store_s"] for r in reports) / boundaries * 1e3,
         "store_ms_per_boundary_worst_worker": 1e3
         * max(r["store_s"] / max(1, r["boundaries"]) for r in reports),
+        # The store's own time as CPU: the client threads' CPU inside store calls plus the
+        # server's CPU, per boundary (waiting for a core or a lock counts in neither).
+        "store_client_cpu_ms_per_boundary": client_ms,
+        "store_cpu_ms_per_boundary": None if server_ms is None else client_ms + server_ms,
         "claims": claims,
         "lease_waits": claims.get("held", 0),
         "connections_busy": busy,
@@ -283,13 +308,23 @@ def run(pg: common.Postgres, counts: list[int], seconds: float, log: Any) -> dic
     }
 
 
+def _cpu_cell(d: dict[str, Any]) -> str:
+    """``total (client + server)`` of the CPU-based store figure; – without server CPU."""
+    total = d.get("store_cpu_ms_per_boundary")
+    if total is None:
+        return common.fmt(total)
+    client, server = d["store_client_cpu_ms_per_boundary"], d["server_cpu_ms_per_boundary"]
+    return f"{total:.2f} ({client:.2f} + {server:.2f})"
+
+
 def tables(result: dict[str, Any]) -> str:
     """Markdown: distinct runs, then the shared run, one row per worker count."""
     by = result["counts"]
     d_headers = [
         "workers", "boundaries/s", "per core", "worker CPU ms/boundary",
         "server CPU ms/boundary",
-        "store ms/boundary (worst worker)", "lease waits", "connections held (active) max",
+        "store wall ms/boundary (worst worker)", "store CPU ms/boundary (client + server)",
+        "lease waits", "connections held (active) max",
         "idle: connections held (workers)",
     ]  # fmt: skip
     s_headers = [
@@ -304,6 +339,7 @@ def tables(result: dict[str, Any]) -> str:
                 n, d["boundaries_per_s"], d["boundaries_per_s_per_core"],
                 d["worker_cpu_ms_per_boundary"], d["server_cpu_ms_per_boundary"],
                 f"{d['store_ms_per_boundary']:.2f} ({d['store_ms_per_boundary_worst_worker']:.2f})",
+                _cpu_cell(d),
                 d["lease_waits"],
                 f"{d['connections_busy']['max_total']} ({d['connections_busy']['max_active']})",
                 f"{d['connections_idle']['total']} ({d['connections_idle']['workers']})",
@@ -326,6 +362,8 @@ def tables(result: dict[str, Any]) -> str:
                 "", "", "",
                 common.fmt(common.ratio(hi["store_ms_per_boundary"],
                                         lo["store_ms_per_boundary"])) + "×",
+                common.fmt(common.ratio(hi.get("store_cpu_ms_per_boundary"),
+                                        lo.get("store_cpu_ms_per_boundary"))) + "×",
                 "", "", "",
             ]
         )  # fmt: skip
