@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -456,3 +457,27 @@ def test_a_calls_strategy_agent_sigkilled_under_async_loses_nothing_committed(
     clean = tmp_path / "clean"
     clean.mkdir()
     assert rerun["conversation"] == agent_output(run_agent(clean))["conversation"]
+
+
+def test_an_idle_committer_thread_ends_and_the_next_commit_starts_one(
+    gated: tuple[Telemetry, GatedStore], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spanpoint import committer
+
+    _telemetry, store = gated
+    store.let_through()
+    monkeypatch.setattr(committer, "IDLE_S", 0.01)
+    spanpoint.configure(durability="async")
+    add = _steps(tmp_path / "effects.txt")
+    with spanpoint.run("idle-1"):
+        add(1)
+    found = committer.existing(store)
+    assert found is not None
+    deadline = time.monotonic() + 30
+    while found._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert found._thread is None, "an idle committer kept its thread"
+    with spanpoint.run("idle-2"):
+        add(2)
+    assert committer.existing(store) is found  # the same queue, so the same order
+    assert len(store.list_checkpoints("idle-2")) == 1

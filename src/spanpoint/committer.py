@@ -40,6 +40,8 @@ logger = logging.getLogger("spanpoint")
 DEFAULT_CAPACITY = 32
 #: How long the exit hook waits for pending commits before giving up on them (seconds).
 EXIT_TIMEOUT_S = 30.0
+#: How long a committer's thread waits for work before it ends (the next commit starts one).
+IDLE_S = 5.0
 
 
 class Job(Protocol):
@@ -90,11 +92,18 @@ class Committer:
             run_id = job.checkpoint.run_id
             self._by_run[run_id] = self._by_run.get(run_id, 0) + 1
             self._submitted += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
+            if self._thread is None:
+                thread = threading.Thread(
                     target=self._drain, name=f"spanpoint-committer {self.description}", daemon=True
                 )
-                self._thread.start()
+                try:
+                    thread.start()
+                except RuntimeError:  # interpreter shutdown: no new threads; the caller writes
+                    self._queue.pop()
+                    del self._pending[job.checkpoint.key]
+                    self._forget(job)
+                    raise
+                self._thread = thread
             self._cond.notify_all()
 
     def pending(self, key: str) -> Checkpoint | None:
@@ -107,8 +116,11 @@ class Committer:
     def _drain(self) -> None:
         while True:
             with self._cond:
-                while not self._queue:
-                    self._cond.wait()
+                if not self._queue:
+                    self._cond.wait(IDLE_S)
+                    if not self._queue:  # idle: end; submit() starts another thread
+                        self._thread = None
+                        return
                 job = self._queue[0]
             try:
                 ok = self._write(job)
@@ -122,14 +134,18 @@ class Committer:
                     del self._pending[job.checkpoint.key]
                 if not ok and job.error is not None:
                     self._failed.append(job)
-                run_id = job.checkpoint.run_id
-                left = self._by_run[run_id] - 1
-                if left:
-                    self._by_run[run_id] = left
-                else:
-                    del self._by_run[run_id]
-                self._done += 1
+                self._forget(job)
                 self._cond.notify_all()
+
+    def _forget(self, job: Any) -> None:
+        """Count ``job`` as done (written, failed or handed back); the caller holds the lock."""
+        run_id = job.checkpoint.run_id
+        left = self._by_run[run_id] - 1
+        if left:
+            self._by_run[run_id] = left
+        else:
+            del self._by_run[run_id]
+        self._done += 1
 
     # --- the end of a run, and of the process -------------------------------------------------
 
@@ -168,7 +184,9 @@ class Committer:
         return len(self._queue)
 
 
-# One committer per store object, for the life of the process (a store is long-lived).
+# One committer per store object, for the life of the process (a store is long-lived; its
+# thread ends when idle). Never dropped while the process runs: two committers of one store
+# would break the order of its commits and hide one's queue from lookups.
 _COMMITTERS: dict[int, tuple[Any, Committer]] = {}
 _LOCK = threading.Lock()
 _CAPACITY = [DEFAULT_CAPACITY]

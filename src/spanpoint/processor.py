@@ -82,8 +82,11 @@ def commit(staged: StagedOutput) -> bool:
     Never raises: a failure is kept on ``staged.error``."""
     if staged.durability == "async":
         staged.queued = True  # before submit: the committer may finish before submit returns
-        committer.committer_for(staged.store, write).submit(staged)
-        return False
+        try:
+            committer.committer_for(staged.store, write).submit(staged)
+            return False
+        except RuntimeError:  # no thread can start (interpreter shutdown): write it now
+            staged.queued = False
     return write(staged)
 
 
