@@ -85,7 +85,7 @@ def test_a_tool_that_answered_otherwise_is_the_first_divergence(store: SqliteSto
     assert first is not None and not result.equal
     assert (first.position, first.boundary, first.kind, first.reason) == (
         2,
-        "lookup_ticket",
+        "lookup_ticket#1",
         "tool_call",
         "output",
     )
@@ -130,7 +130,7 @@ def test_the_cli_shows_the_divergence_and_both_runs_totals(
 
     assert shown.exit_code == 1, shown.output  # like diff(1): 1 when the runs differ
     out = shown.output
-    assert "first divergence at boundary 2 lookup_ticket (tool_call): its output differs" in out
+    assert "first divergence at boundary 2 lookup_ticket#1 (tool_call): its output differs" in out
     assert "tool: ticket 7: printer out of toner" in out and "tool: ticket 7: resolved" in out
     assert "then at boundary 3 gpt-4o#2 (model_call): its input changed" in out
     assert (
@@ -173,7 +173,7 @@ def test_a_changed_system_prompt_and_a_new_tool_diverge_at_the_first_model_call(
 
     first = result.divergence
     assert first is not None and result.same == 0
-    assert (first.position, first.boundary, first.reason) == (1, "gpt-4o", "input")
+    assert (first.position, first.boundary, first.reason) == (1, "gpt-4o#1", "input")
     assert first.input is not None
     assert [(m.index, m.change, m.role_a, m.text_a, m.text_b) for m in first.input.messages] == [
         (0, "changed", "system", SYSTEM, "You are a terse support agent.")
@@ -224,7 +224,7 @@ def test_the_json_shape_is_pinned(store: SqliteStore, monkeypatch: pytest.Monkey
     assert side["cost"] == run_cost(store, "orig").to_dict()
     first = doc["divergence"]
     assert sorted(first) == ["boundary", "input", "kind", "output", "position", "reason"]
-    assert (first["boundary"], first["reason"]) == ("lookup_ticket", "output")
+    assert (first["boundary"], first["reason"]) == ("lookup_ticket#1", "output")
     assert sorted(first["input"]) == [
         "changed",
         "fields",
@@ -327,7 +327,7 @@ def test_rows_without_input_data_are_diffed_by_output_and_say_so(
 
     first = result.divergence
     assert first is not None and result.same == 1
-    assert (first.boundary, first.reason) == ("total", "output")
+    assert (first.boundary, first.reason) == ("total#1", "output")
     assert first.input is not None and first.input.changed is None
     assert any("input data is missing" in note for note in result.notes)
     shown = cli(store, "old-a", "old-b", monkeypatch=monkeypatch)

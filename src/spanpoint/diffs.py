@@ -1,9 +1,11 @@
 """Two runs compared boundary by boundary, down to the first call where they diverge.
 
 :func:`diff_runs` reads the store protocol only (``get_run``, ``list_checkpoints``,
-``list_journal``). Each run's committed boundaries are walked in commit order and matched by
-their *label*: the path ``spanpoint show`` prints, with ``#N`` for the Nth boundary of that
-path (``lookup_ticket#2``). The first label whose boundary differs names the divergence:
+``list_journal``). Each run's boundaries (:func:`run_boundaries`: what it executed, and what
+it replayed of a fork's copies) are walked in commit order and matched by their *label*: the
+path ``spanpoint show`` prints with ``#N`` for the Nth boundary of that path
+(``lookup_ticket#2``), as ``spanpoint fork --at`` takes it. The first label whose boundary
+differs names the divergence:
 
 * its input changed: the input fingerprints that entered the checkpoint keys differ;
 * its output changed: another type, or other content;
@@ -30,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from spanpoint import _json, serde
+from spanpoint import _json, semconv, serde
 from spanpoint._terminal import quoted, visible
 from spanpoint.calls.cost import RunCost, run_cost
 from spanpoint.capture import redact_text, truncate
@@ -199,16 +201,35 @@ class RunDiff:
 # --- the walk -------------------------------------------------------------------------------
 
 
-def boundary_labels(checkpoints: Iterable[Checkpoint]) -> list[tuple[str, Checkpoint]]:
-    """Each checkpoint with its label, in the order given: its path, ``path#N`` for the
-    Nth one of that path (N from 2)."""
+def run_boundaries(
+    checkpoints: Sequence[Checkpoint], journal: Sequence[BoundaryRecord]
+) -> list[tuple[str, Checkpoint]]:
+    """A run's boundaries as the run went through them, labelled, in commit order.
+
+    They are the checkpoints the run executed, and those a fork copied into it (attempt 0)
+    that its own attempts replayed; a fork that no attempt ran yet is all its copies. A copy
+    the fork's run went past (its input changed there, so it executed anew) is none of its
+    boundaries. Times are the run's own: a replayed copy's come from the journal. The label
+    is ``path#N``, the Nth boundary of that path in the order they started: the form
+    ``spanpoint fork --at`` takes.
+    """
+    boundaries = [cp for cp in checkpoints if cp.kind in semconv.BOUNDARY_KINDS]
+    ran = bool(journal) or any(cp.attempt for cp in boundaries)
+    replays = {r.key: r for r in journal if r.status == "replayed"}
+    timed: list[tuple[int, int, Checkpoint]] = []
+    for cp in boundaries:
+        if cp.attempt == 0 and ran:
+            record = replays.get(cp.key)
+            if record is not None:
+                timed.append((record.started_at_ns, record.ended_at_ns, cp))
+        else:
+            timed.append((cp.started_at_ns, cp.ended_at_ns, cp))
+    labels: dict[int, str] = {}
     seen: dict[str, int] = defaultdict(int)
-    out = []
-    for cp in checkpoints:
+    for _, _, cp in sorted(timed, key=lambda t: t[0]):  # stable: ties keep commit order
         seen[cp.path] += 1
-        n = seen[cp.path]
-        out.append((cp.path if n == 1 else f"{cp.path}#{n}", cp))
-    return out
+        labels[id(cp)] = f"{cp.path}#{seen[cp.path]}"
+    return [(labels[id(cp)], cp) for _, _, cp in sorted(timed, key=lambda t: t[1])]
 
 
 def diff_runs(store: CheckpointStore, run_a: str, run_b: str) -> RunDiff:
@@ -217,8 +238,11 @@ def diff_runs(store: CheckpointStore, run_a: str, run_b: str) -> RunDiff:
     Raises :class:`spanpoint.errors.UnknownRunError` when the store has no such run.
     """
     records = [_record(store, run_id) for run_id in (run_a, run_b)]
-    walks = [boundary_labels(store.list_checkpoints(run_id)) for run_id in (run_a, run_b)]
     journals = [store.list_journal(run_id) for run_id in (run_a, run_b)]
+    walks = [
+        run_boundaries(store.list_checkpoints(run_id), journal)
+        for run_id, journal in zip((run_a, run_b), journals, strict=True)
+    ]
     sides = [
         _side(store, record, walk, journal)
         for record, walk, journal in zip(records, walks, journals, strict=True)
@@ -314,7 +338,7 @@ def _side(
         *((cp.started_at_ns, cp.ended_at_ns, cp.attempt) for _, cp in walk),
         *((j.started_at_ns, j.ended_at_ns, j.attempt) for j in journal),
     ]:
-        if start and end:
+        if start and end and attempt:  # attempt 0: a fork's copy, run by the original
             lo_hi = spans.setdefault(attempt, [start, end])
             lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
     duration_ms = sum(max(0, hi - lo) for lo, hi in spans.values()) / 1e6
