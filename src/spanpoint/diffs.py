@@ -50,9 +50,10 @@ Reason = Literal["input", "output", "only_in_a", "only_in_b"]
 
 @dataclass(frozen=True, slots=True)
 class RunSide:
-    """One run of a diff: its record, how many boundaries it committed, and what it cost.
+    """One run of a diff: its record, how many boundaries it went through, and what it cost.
 
-    ``duration_ms`` is the time the run spent running: per attempt, from its first boundary's
+    ``status`` is ``"not run yet"`` (and ``attempts`` 0) for a fork no attempt ran yet: it
+    has checkpoints but no run record. ``duration_ms`` is the time the run spent running: per attempt, from its first boundary's
     start to its last boundary's end, summed over attempts (the gaps between attempts left
     out). ``cost`` holds the totals ``spanpoint show`` prints (executed and replayed model
     calls, what replay saved).
@@ -235,45 +236,30 @@ def run_boundaries(
 def diff_runs(store: CheckpointStore, run_a: str, run_b: str) -> RunDiff:
     """Compare runs ``run_a`` and ``run_b`` of ``store`` down to their first divergence.
 
-    Raises :class:`spanpoint.errors.UnknownRunError` when the store has no such run.
+    A run is one the store has a record or checkpoints of (a fork has checkpoints before it
+    first runs). Raises :class:`spanpoint.errors.UnknownRunError` when it has neither.
     """
-    records = [_record(store, run_id) for run_id in (run_a, run_b)]
-    journals = [store.list_journal(run_id) for run_id in (run_a, run_b)]
-    walks = [
-        run_boundaries(store.list_checkpoints(run_id), journal)
-        for run_id, journal in zip((run_a, run_b), journals, strict=True)
-    ]
-    sides = [
-        _side(store, record, walk, journal)
-        for record, walk, journal in zip(records, walks, journals, strict=True)
-    ]
-    notes: list[str] = []
-    missing = [
-        r.run_id for r, w in zip(records, walks, strict=True) if any(_no_input(cp) for _, cp in w)
-    ]
-    if missing:
-        notes.append(
-            "input data is missing for boundaries of run(s) "
-            + ", ".join(repr(m) for m in missing)
-            + " (committed before spanpoint kept it): those are compared by output only"
-        )
+    sides, walks, notes = [], [], []
+    for run_id in (run_a, run_b):
+        record = store.get_run(run_id)
+        checkpoints = store.list_checkpoints(run_id)
+        if record is None and not checkpoints:
+            raise UnknownRunError(
+                f"no run {run_id!r} in {store.description}; list the runs with "
+                "`spanpoint runs` (or pass --store for another store)"
+            )
+        journal = store.list_journal(run_id)
+        walk = run_boundaries(checkpoints, journal)
+        sides.append(_side(store, run_id, record, walk, journal))
+        walks.append(walk)
+        if any(cp.fingerprint is None for _, cp in walk):
+            notes.append(
+                f"input data is missing for boundaries of run {run_id!r} (committed before "
+                "spanpoint kept it): they are compared by output only"
+            )
     found, same = _first_divergences(walks[0], walks[1], notes)
     first, then = [*found, None, None][:2]
     return RunDiff(sides[0], sides[1], same, first, then, tuple(notes))
-
-
-def _record(store: CheckpointStore, run_id: str) -> RunRecord:
-    record = store.get_run(run_id)
-    if record is None:
-        raise UnknownRunError(
-            f"no run {run_id!r} in {store.description}; list the runs with `spanpoint runs` "
-            "(or pass --store for another store)"
-        )
-    return record
-
-
-def _no_input(cp: Checkpoint) -> bool:
-    return cp.fingerprint is None
 
 
 def _first_divergences(
@@ -329,7 +315,8 @@ def _divergence(
 
 def _side(
     store: CheckpointStore,
-    record: RunRecord,
+    run_id: str,
+    record: RunRecord | None,
     walk: Sequence[tuple[str, Checkpoint]],
     journal: Sequence[BoundaryRecord],
 ) -> RunSide:
@@ -343,14 +330,14 @@ def _side(
             lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
     duration_ms = sum(max(0, hi - lo) for lo, hi in spans.values()) / 1e6
     return RunSide(
-        run_id=record.run_id,
-        name=record.name,
-        status=record.status,
-        attempts=record.attempts,
+        run_id=run_id,
+        name=record.name if record else None,
+        status=record.status if record else "not run yet",  # a fork before its first run
+        attempts=record.attempts if record else 0,
         boundaries=len(walk),
         duration_ms=duration_ms,
         # One totalling rule for show, runs and diff: the journal passed in, read once.
-        cost=run_cost(store, record.run_id, journal=journal),
+        cost=run_cost(store, run_id, journal=journal),
     )
 
 
