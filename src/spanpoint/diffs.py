@@ -53,10 +53,10 @@ class RunSide:
     """One run of a diff: its record, how many boundaries it went through, and what it cost.
 
     ``status`` is ``"not run yet"`` (and ``attempts`` 0) for a fork no attempt ran yet: it
-    has checkpoints but no run record. ``duration_ms`` is the time the run spent running: per attempt, from its first boundary's
-    start to its last boundary's end, summed over attempts (the gaps between attempts left
-    out). ``cost`` holds the totals ``spanpoint show`` prints (executed and replayed model
-    calls, what replay saved).
+    has checkpoints but no run record. ``duration_ms`` is the time the run spent running: per
+    attempt, from its first boundary's start to its last boundary's end, summed over attempts
+    (the gaps between attempts left out). ``cost`` holds the totals ``spanpoint show``
+    prints (executed and replayed model calls, what replay saved).
     """
 
     run_id: str
