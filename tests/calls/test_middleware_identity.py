@@ -163,15 +163,28 @@ def test_the_model_memo_does_not_keep_models_alive() -> None:
     assert key not in call_identity._MODEL_IDENTITIES._entries
 
 
+def scratch(messages: list[Any]) -> str:
+    """The fingerprint with every message encoded again (no memo, no running state)."""
+    model = ConversationModel()
+    return call_identity.model_call_fingerprint_from_scratch(
+        model,
+        model_info(model)[2],
+        settings={},
+        tool_choice=None,
+        response_format=None,
+        tools=[lookup],
+        system_message=SystemMessage("be brief"),
+        messages=messages,
+    )
+
+
 def test_a_growing_conversation_hashes_like_a_fresh_one_and_sees_edits() -> None:
     messages = conversation()
     fingerprint(messages[:2])
     grown = fingerprint(messages)  # the first two messages' digests are memoized
-    call_identity._MESSAGE_DIGESTS.clear()
-    assert fingerprint(messages) == grown  # the same as computed from scratch
+    assert grown == scratch(messages)
     fingerprint(messages[:2])
     messages[0].content = "find 3"  # an earlier message edited in place
     edited = fingerprint(messages)
-    call_identity._MESSAGE_DIGESTS.clear()
     assert edited != grown
-    assert fingerprint(messages) == edited
+    assert edited == scratch(messages)

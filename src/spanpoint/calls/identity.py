@@ -13,17 +13,32 @@ distinct tool-call id gets its first-seen position (0, 1, …) and the positions
 ``AIMessage.tool_calls[i].id`` and ``ToolMessage.tool_call_id`` are hashed in order, so which
 result answers which call still counts, whatever the ids are.
 
-Every model call hashes the whole conversation, so this module encodes with one JSON pass
-instead of the generic recursive walk, memoizes each message's digest (the conversation grows
-by appending the same objects), tool definitions, and what identifies the model itself
-(:class:`FieldMemo`: per model object, while its fields are unchanged).
-Values JSON cannot encode fall back to :func:`spanpoint.serde.canonical`.
+Every model call covers the whole conversation, so this module encodes with one JSON pass
+instead of the generic recursive walk, memoizes each message's digest, tool definitions, and
+what identifies the model itself (:class:`FieldMemo`: per model object, while its fields are
+unchanged). Values JSON cannot encode fall back to :func:`spanpoint.serde.canonical`.
+
+The conversation is hashed incrementally (issue 18: a run of 1,000 model calls must not cost
+more per call than one of 10). An agent's next model call sees the previous call's messages,
+the very same objects, plus the new ones; the running sha256 states of the previous call
+(message digests and linkage) are kept on its last message and extended by the new messages
+only. They are reused only when the prefix holds the very objects hashed before (a C-level
+identity check) and no hashed message had a field assigned since: ``BaseMessage``'s
+``__setattr__``/``__delattr__`` note every assignment to a hashed message (HumanInTheLoop
+replacing ``tool_calls``, a library renaming a message) and the next call hashes from the
+per-message memo again. The result is byte-for-byte the fingerprint computed from scratch
+(:func:`model_call_fingerprint_from_scratch`, which the tests compare it with). As with the
+per-message memo, a container *inside* a field mutated in place (``message.content.append``,
+``tool_calls[0]["args"][k] = v``) is not noticed: LangChain and the libraries built on it
+assign a new value instead.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import operator
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -147,15 +162,17 @@ def message_content(message: BaseMessage) -> list[Any]:
 # id(message) -> (weak ref to the message, content, tool_calls, digest). The conversation
 # grows by appending and LangGraph hands the same message objects to every later model call,
 # so each message is encoded once per run instead of once per call. An entry is used only
-# while it points at the very message and that message still holds the same content and
-# tool-call objects (HumanInTheLoop, for one, replaces an AIMessage's tool_calls). Entries
-# leave with their message, so the cache never keeps a conversation alive.
+# while it points at the very message, that message still holds the same content and
+# tool-call objects, and no field of it was assigned since (the edit hook drops the entry:
+# HumanInTheLoop, for one, replaces an AIMessage's tool_calls). Entries leave with their
+# message, so the cache never keeps a conversation alive.
 _MESSAGE_DIGESTS: dict[int, tuple[weakref.ref[BaseMessage], Any, Any, bytes]] = {}
 _MAX_CACHED_MESSAGES = 65536
 
 
 def message_digest(message: BaseMessage) -> bytes:
-    """sha256 of :func:`message_content`, memoized per message object."""
+    """sha256 of :func:`message_content`, memoized per message object until one of its fields
+    is assigned (the edit hook, see the module docstring)."""
     fields = message.__dict__
     content, tool_calls = fields.get("content"), fields.get("tool_calls")
     key = id(message)
@@ -163,7 +180,15 @@ def message_digest(message: BaseMessage) -> bytes:
     if entry and entry[0]() is message and entry[1] is content and entry[2] is tool_calls:
         return entry[3]
     found = hashlib.sha256(_json(message_content(message))).digest()
+    if BaseMessage.__setattr__ is not _HOOK[0]:
+        note_message_edits()
+    kind = type(message)
+    if kind.__setattr__ is not _HOOK[0] or kind.__delattr__ is not _HOOK[1]:
+        return found  # a class whose assignments the edit hook cannot see: never memoized
     if len(_MESSAGE_DIGESTS) >= _MAX_CACHED_MESSAGES:
+        # The edit hook notes only messages in this memo: conversations hashed from the
+        # messages forgotten here could no longer see their edits.
+        _CONVERSATIONS.clear()
         _MESSAGE_DIGESTS.clear()
     try:
         ref = weakref.ref(message, lambda _ref: _forget(key, _ref))
@@ -199,10 +224,263 @@ def model_call_fingerprint(
     if params is not ls_params and params != ls_params:  # params given by another caller
         model_part = _model_identity(model, ls_params)
     rest = _request_identity(settings, tool_choice, response_format, tools, system_message)
+    header = f"[{model_part},{rest[1:]}"
+    if BaseMessage.__setattr__ is not _HOOK[0]:  # the first call, or replaced since
+        note_message_edits()
+    if type(messages) is list and messages:
+        return _incremental(header, messages)
+    return _from_scratch(header, messages)
+
+
+def model_call_fingerprint_from_scratch(
+    model: Any,
+    ls_params: Mapping[str, Any],
+    *,
+    settings: Mapping[str, Any],
+    tool_choice: Any,
+    response_format: Any,
+    tools: Sequence[BaseTool | dict[str, Any]],
+    system_message: BaseMessage | None,
+    messages: Sequence[BaseMessage],
+) -> str:
+    """:func:`model_call_fingerprint` with every message and the model encoded and hashed
+    again (no message memo, no running state): the reference the incremental hashing must
+    equal, byte for byte."""
+    model_part = _model_identity(model, ls_params)
+    digests = [_fresh_digest(m) for m in messages]
+    rest = _json_text(
+        [
+            settings,
+            tool_choice,
+            _format_identity(response_format),
+            [tool_digest(t) for t in tools],
+            message_content(system_message) if system_message is not None else None,
+        ]
+    )
     h = hashlib.sha256(_utf8(f"[{model_part},{rest[1:]}"))
+    h.update(b"".join(digests))
+    h.update(linkage_digest(messages))
+    return h.hexdigest()
+
+
+def _fresh_digest(message: BaseMessage) -> bytes:
+    return hashlib.sha256(_json(message_content(message))).digest()
+
+
+def _from_scratch(header: str, messages: Sequence[BaseMessage]) -> str:
+    h = hashlib.sha256(_utf8(header))
     h.update(b"".join(_conversation_digests(messages)))
     h.update(linkage_digest(messages))
     return h.hexdigest()
+
+
+# --- the conversation, hashed incrementally ----------------------------------------------
+
+
+class _Conversation:
+    """What one model call hashed of its conversation, kept on its last message.
+
+    ``hashed``: sha256 of the header and every message digest, not finalized; ``linkage``:
+    sha256 of the linkage sequence's JSON without its closing bracket, ``items`` entries long;
+    ``positions``: first-seen position of each tool-call id (shared with the first
+    conversation that extends this one, which only adds ids at positions ``>= ids``).
+    ``prefix`` holds the messages before the last one (strongly: their ids must not be reused
+    while this is kept); the last one is weak, and this entry leaves with it.
+    """
+
+    __slots__ = (
+        "edits", "hashed", "header", "ids", "items", "last", "length", "linkage", "positions",
+        "prefix", "shared",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        header: str,
+        messages: list[BaseMessage],
+        edits: int,
+        hashed: Any,
+        linkage: Any,
+        items: int,
+        positions: dict[Any, int],
+    ) -> None:
+        self.header = header
+        self.prefix = messages[:-1]
+        self.length = len(messages)
+        self.last: weakref.ref[BaseMessage] | None = None
+        self.edits = edits
+        self.hashed = hashed
+        self.linkage = linkage
+        self.items = items
+        self.positions = positions
+        self.ids = len(positions)
+        self.shared = False  # whether an extension took ``positions`` to add to it
+
+    def fingerprint(self) -> str:
+        h = self.hashed.copy()
+        if self.items:
+            link = self.linkage.copy()
+            link.update(b"]")
+            h.update(link.digest())
+        return h.hexdigest()  # type: ignore[no-any-return]
+
+
+# id(last message) -> its conversation. Bounded: each entry holds its prefix's references.
+_CONVERSATIONS: dict[int, _Conversation] = {}
+_MAX_CONVERSATIONS = 64
+#: How far back from the end the previous call's last message is looked for (the new
+#: messages of one step: an AI turn, its tool results, what middleware added).
+_LOOK_BACK = 16
+# Reentrant: hashing a new message may install the hook again (a library replaced it).
+_CONVERSATION_LOCK = threading.RLock()
+#: Assignments to the fields of hashed messages so far (the edit hook counts them).
+_EDITS = [0]
+_is = operator.is_
+
+
+def _incremental(header: str, messages: list[BaseMessage]) -> str:
+    """:func:`_from_scratch`'s fingerprint, hashing only the messages no kept conversation
+    covers (see the module docstring)."""
+    edits = _EDITS[0]
+    n = len(messages)
+    base: _Conversation | None = None
+    get = _CONVERSATIONS.get
+    for j in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1):
+        found = get(id(messages[j]))
+        if (
+            found is not None
+            and found.length == j + 1
+            and found.edits == edits
+            and found.last is not None
+            and found.last() is messages[j]
+            and found.header == header
+            and all(map(_is, found.prefix, messages))
+        ):
+            base = found
+            break
+    if base is not None and base.length == n:
+        return base.fingerprint()  # the same conversation again (a retry)
+    with _CONVERSATION_LOCK:
+        if base is None:
+            start, items = 0, 0
+            hashed = hashlib.sha256(_utf8(header))
+            linkage = hashlib.sha256(b"[")
+            positions: dict[Any, int] = {}
+        else:
+            start, items = base.length, base.items
+            hashed, linkage = base.hashed.copy(), base.linkage.copy()
+            if base.shared:  # another extension adds to these: keep only base's own ids
+                positions = {k: v for k, v in base.positions.items() if v < base.ids}
+            else:
+                positions, base.shared = base.positions, True
+        new = messages[start:]
+        hashed.update(b"".join(_conversation_digests(new)))
+        sequence: list[int] = []
+        for message in new:
+            fields = message.__dict__
+            for call in fields.get("tool_calls") or ():
+                call_id = call.get("id")
+                sequence.append(positions.setdefault(call_id, len(positions)) if call_id else -1)
+            call_id = fields.get("tool_call_id")
+            if call_id is not None:
+                sequence.append(positions.setdefault(call_id, len(positions)))
+        if sequence:
+            text = _json_text(sequence)[1:-1]
+            linkage.update(_utf8(f",{text}" if items else text))
+            items += len(sequence)
+        state = _Conversation(header, messages, edits, hashed, linkage, items, positions)
+        result = state.fingerprint()
+        if _EDITS[0] == edits and all(map(_noted, new)):
+            _keep(state, messages[-1])
+    return result
+
+
+def _noted(message: BaseMessage) -> bool:
+    """Whether an edit of ``message`` would be noted: memoized, and of a class whose
+    attribute assignment is the hook's."""
+    kind = type(message)
+    return (
+        id(message) in _MESSAGE_DIGESTS
+        and kind.__setattr__ is _HOOK[0]
+        and kind.__delattr__ is _HOOK[1]
+    )
+
+
+def _keep(state: _Conversation, last: BaseMessage) -> None:
+    key = id(last)
+    try:
+        state.last = weakref.ref(last, lambda _ref: _drop(key, state))
+    except TypeError:  # not weak-referenceable: not kept
+        return
+    _CONVERSATIONS.pop(key, None)
+    _CONVERSATIONS[key] = state
+    while len(_CONVERSATIONS) > _MAX_CONVERSATIONS:
+        _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)), None)
+
+
+def _drop(key: int, state: _Conversation) -> None:
+    if _CONVERSATIONS.get(key) is state:  # not a newer conversation ending on that id
+        _CONVERSATIONS.pop(key, None)
+
+
+#: Fields that never enter a fingerprint: assigning them is not an edit (LangChain sets a
+#: generated message's id and metadata after the fact).
+_NOT_HASHED = frozenset({"id", "response_metadata", "usage_metadata"})
+
+
+def _edited(message: Any, name: str) -> None:
+    """A hashed message's field was assigned: forget its digest and every kept conversation's
+    running state (the next model calls hash from the per-message memo again)."""
+    if name in _NOT_HASHED:
+        return
+    key = id(message)
+    entry = _MESSAGE_DIGESTS.get(key)
+    if entry is None or entry[0]() is not message:
+        return
+    _MESSAGE_DIGESTS.pop(key, None)
+    _EDITS[0] += 1
+
+
+def note_message_edits() -> None:
+    """Install the edit hook on ``BaseMessage``: done by the first model-call fingerprint.
+
+    ``__setattr__``/``__delattr__`` run what was there (pydantic's) first; the hook then
+    notes an assignment to a message this module hashed. Were another library to replace
+    them later, the next fingerprint installs the hook again around theirs, and forgets every
+    digest and running state kept meanwhile (an edit in between went unnoticed).
+    """
+    with _CONVERSATION_LOCK:
+        if BaseMessage.__setattr__ is _HOOK[0] and BaseMessage.__delattr__ is _HOOK[1]:
+            return
+        hooks = _hooks(BaseMessage.__setattr__, BaseMessage.__delattr__)
+        BaseMessage.__setattr__, BaseMessage.__delattr__ = hooks  # type: ignore[method-assign,assignment]
+        _HOOK[:] = hooks
+        _CONVERSATIONS.clear()
+        _MESSAGE_DIGESTS.clear()
+        _EDITS[0] += 1
+
+
+def _hooks(
+    set_original: Callable[[Any, str, Any], None], del_original: Callable[[Any, str], None]
+) -> tuple[Callable[[Any, str, Any], None], Callable[[Any, str], None]]:
+    # Each installation wraps what it found (its own closure): a library that wrapped ours
+    # is called by the new hook and calls the old one, never a loop.
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        try:
+            set_original(self, name, value)
+        finally:
+            _edited(self, name)
+
+    def __delattr__(self: Any, name: str) -> None:
+        try:
+            del_original(self, name)
+        finally:
+            _edited(self, name)
+
+    return __setattr__, __delattr__
+
+
+#: The installed (__setattr__, __delattr__) hooks.
+_HOOK: list[Any] = [None, None]
 
 
 def linkage_digest(messages: Sequence[BaseMessage]) -> bytes:

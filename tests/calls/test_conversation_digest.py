@@ -1,0 +1,217 @@
+"""The conversation is hashed incrementally (issue 18, run length), and never wrongly.
+
+Each model call of an agent sees the previous call's messages, the same objects, plus new
+ones; its fingerprint extends the previous call's running state by the new messages only. Each
+test compares the fingerprint with :func:`model_call_fingerprint_from_scratch`, which encodes
+every message again: appended, edited in place, removed, reordered and branched conversations
+must give exactly the fingerprint computed from scratch.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from pydantic import BaseModel
+
+from fakes import ConversationModel
+from spanpoint.calls import identity
+from spanpoint.calls.middleware import model_info
+
+
+@tool
+def lookup(n: int) -> str:
+    """Look up an item."""
+    return str(n)
+
+
+MODEL = ConversationModel()
+
+
+def arguments(messages: list[Any]) -> dict[str, Any]:
+    return {
+        "settings": {},
+        "tool_choice": None,
+        "response_format": None,
+        "tools": [lookup],
+        "system_message": SystemMessage("be brief"),
+        "messages": messages,
+    }
+
+
+def fingerprint(messages: list[Any]) -> str:
+    """The fingerprint as a model call computes it (a new list, as LangGraph passes one)."""
+    return identity.model_call_fingerprint(
+        MODEL, model_info(MODEL)[2], **arguments(list(messages))
+    )
+
+
+def scratch(messages: list[Any]) -> str:
+    return identity.model_call_fingerprint_from_scratch(
+        MODEL, model_info(MODEL)[2], **arguments(list(messages))
+    )
+
+
+def turn(n: int, call_id: str | None = None) -> list[BaseMessage]:
+    """One agent turn: an AI message calling ``lookup`` and the tool's answer."""
+    cid = call_id or f"call-{n}"
+    return [
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"n": n}, "id": cid}]),
+        ToolMessage(f"item {n}", tool_call_id=cid),
+    ]
+
+
+def agent(turns: int) -> list[BaseMessage]:
+    """A conversation grown call by call, each call's fingerprint checked against scratch."""
+    messages: list[BaseMessage] = [HumanMessage("find the items")]
+    assert fingerprint(messages) == scratch(messages)
+    for n in range(turns):
+        messages.extend(turn(n))
+        assert fingerprint(messages) == scratch(messages)
+    return messages
+
+
+def test_a_growing_conversation_hashes_only_its_new_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    messages = agent(30)
+    walked: list[int] = []
+    original = identity._conversation_digests
+
+    def counting(found: Any) -> Any:
+        walked.append(len(found))
+        return original(found)
+
+    monkeypatch.setattr(identity, "_conversation_digests", counting)
+    for n in range(30, 40):
+        messages.extend(turn(n))
+        assert fingerprint(messages) == scratch(messages)
+    # Each call walked the two new messages only (scratch() walks none: it has no memo).
+    assert walked == [2] * 10, walked
+
+
+def test_the_same_conversation_again_gives_the_same_fingerprint() -> None:
+    messages = agent(3)
+    assert fingerprint(messages) == fingerprint(messages) == scratch(messages)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # HumanInTheLoopMiddleware replaces an AIMessage's tool calls by assignment.
+        lambda m: setattr(m[1], "tool_calls", [{"name": "lookup", "args": {"n": 9}, "id": "x"}]),
+        lambda m: setattr(m[0], "content", "find other items"),
+        lambda m: setattr(m[2], "tool_call_id", "call-1"),  # answers another call now
+        lambda m: setattr(m[2], "status", "error"),
+        lambda m: setattr(m[3], "name", "planner"),  # supervisor libraries rename messages
+    ],
+    ids=["tool_calls", "content", "tool_call_id", "status", "name"],
+)
+def test_a_message_edited_in_place_is_hashed_again(edit: Any) -> None:
+    messages = agent(3)
+    before = fingerprint(messages)
+    edit(messages)
+    after = fingerprint(messages)
+    assert after == scratch(messages)
+    assert after != before
+    messages.extend(turn(3))  # and the conversation that grows from the edited one
+    assert fingerprint(messages) == scratch(messages)
+
+
+def test_an_edit_seen_by_a_later_call_of_a_longer_conversation() -> None:
+    messages = agent(4)
+    fingerprint(messages[:3])  # an earlier, shorter conversation is kept too
+    messages[1].tool_calls = [{"name": "lookup", "args": {"n": 5}, "id": "call-0"}]
+    assert fingerprint(messages[:3]) == scratch(messages[:3])
+    assert fingerprint(messages) == scratch(messages)
+
+
+def test_removed_and_reordered_messages() -> None:
+    messages = agent(4)
+    removed = messages[:3] + messages[5:]  # a turn taken out of the middle
+    assert fingerprint(removed) == scratch(removed)
+    swapped = [messages[0], messages[3], messages[4], messages[1], messages[2], *messages[5:]]
+    assert fingerprint(swapped) == scratch(swapped)
+    assert fingerprint(swapped) != fingerprint(messages)
+    dropped_last = messages[:-1]
+    assert fingerprint(dropped_last) == scratch(dropped_last)
+
+
+def test_a_message_replaced_by_an_equal_copy() -> None:
+    messages = agent(3)
+    copied = [*messages[:2], messages[2].model_copy(), *messages[3:]]
+    assert fingerprint(copied) == scratch(copied) == fingerprint(messages)
+    changed = [*messages[:2], messages[2].model_copy(update={"content": "other"}), *messages[3:]]
+    assert fingerprint(changed) == scratch(changed) != fingerprint(messages)
+
+
+def test_branches_from_one_prefix_keep_their_own_tool_call_positions() -> None:
+    """Two continuations of one conversation, hashed alternately (parallel sub-agents, a
+    retry that took another path): tool-call ids get positions per branch."""
+    base = agent(2)
+    left, right, third = list(base), list(base), list(base)
+    for n in range(3):
+        left.extend(turn(10 + n, call_id=f"left-{n}"))
+        right.extend(turn(20 + n, call_id="call-0" if n == 0 else f"right-{n}"))  # reuses an id
+        third.append(ToolMessage("late answer", tool_call_id=f"left-{n}"))
+        for branch in (left, right, third):
+            assert fingerprint(branch) == scratch(branch)
+
+
+def test_ids_count_by_position_in_the_incremental_state_too() -> None:
+    first = agent(5)
+    renamed: list[BaseMessage] = [first[0]]
+    for n in range(5):
+        renamed.extend(turn(n, call_id=f"other-{n}"))
+        assert fingerprint(renamed) == scratch(renamed)
+    assert fingerprint(renamed) == fingerprint(first)
+
+
+class _OwnSetattr(HumanMessage):
+    """A message class whose attribute assignment bypasses the edit hook."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        BaseModel.__setattr__(self, name, value)
+
+
+def test_a_message_class_that_bypasses_the_hook_is_never_trusted() -> None:
+    messages: list[BaseMessage] = [_OwnSetattr("find the items"), *turn(0)]
+    fingerprint(messages)
+    messages[0].name = "someone"  # not noted: the conversation was never kept
+    messages.extend(turn(1))
+    assert fingerprint(messages) == scratch(messages)
+
+
+def test_a_hook_replaced_by_another_library_is_installed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    messages = agent(2)
+    fingerprint(messages)
+    # Another library puts pydantic's own assignment back: edits go unnoticed meanwhile.
+    monkeypatch.setattr(BaseMessage, "__setattr__", BaseModel.__setattr__)
+    messages[2].status = "error"
+    assert fingerprint(messages) == scratch(messages)
+    messages[1].name = "renamed"  # noted again
+    assert fingerprint(messages) == scratch(messages)
+
+
+def test_kept_conversations_do_not_keep_messages_alive() -> None:
+    messages = agent(5)
+    refs = [weakref.ref(m) for m in messages]
+    del messages
+    gc.collect()
+    assert all(ref() is None for ref in refs)
+
+
+def test_the_hook_keeps_pydantic_assignment_semantics() -> None:
+    message = AIMessage("hello")
+    fingerprint([message])
+    message.content = "changed"
+    assert message.content == "changed"
+    assert "content" in message.model_fields_set
+    with pytest.raises(AttributeError):
+        del message.no_such_field
