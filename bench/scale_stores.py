@@ -679,8 +679,12 @@ def run(
     gc_timeout_s: float = 600.0,
 ) -> dict[str, Any]:
     """Every store at every size; the result per store and size."""
+    import scale_workers  # the same scheduler footing for the store part's timings
+
     flags = common.runs_flags()
     out: dict[str, Any] = {"runs_flags": flags, "per_run": PER_RUN, "stores": {}}
+    out["scheduler"] = scale_workers.scheduler_groups(pg)
+    log(f"stores: scheduler groups {out['scheduler']}")
     for name in stores:
         out["stores"][name] = {}
         folder = Path(tempfile.mkdtemp(prefix="spanpoint-scale-"))
