@@ -154,7 +154,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("spanpoint.boundary",),
     ("spanpoint.step", "spanpoint.waits"),
     ("spanpoint.calls",),
-    ("spanpoint.cassettes",),  # issue 16: a run whose store is a file, above the calls
+    # issue 16: a run whose store is a file; a run again with one output overridden.
+    ("spanpoint.cassettes", "spanpoint.forks"),
     ("spanpoint.diffs",),  # issue 16: two runs compared; reads stores, serde and calls.cost
     ("spanpoint.graph",),
     ("spanpoint.instrumentation",),

@@ -22,6 +22,7 @@ from spanpoint.errors import (
     CassetteMissError,
     ConfigurationError,
     CorruptCheckpointError,
+    ForkError,
     GuardConcurrentResumeError,
     GuardError,
     GuardNotResumableError,
@@ -53,6 +54,7 @@ from spanpoint.stores import CheckpointStore, MemoryStore, SqliteStore, open_sto
 if TYPE_CHECKING:
     from spanpoint.calls.middleware import CheckpointMiddleware
     from spanpoint.cassettes import cassette
+    from spanpoint.forks import fork
     from spanpoint.graph.results import InterruptInfo, RunResult
     from spanpoint.graph.resume import build_resume_request, wait_for_interrupt
     from spanpoint.graph.runner import GraphRunner
@@ -79,6 +81,7 @@ __all__ = [
     "CorruptCheckpointError",
     "DurabilityPolicy",
     "DurableSampler",
+    "ForkError",
     "GraphRunner",
     "Guard",
     "GuardConcurrentResumeError",
@@ -120,6 +123,7 @@ __all__ = [
     "configure",
     "current_run",
     "flush",
+    "fork",
     "guard_graph",
     "open_store",
     "provide_input",
@@ -152,6 +156,8 @@ _LAZY = {
     "CheckpointMiddleware": "spanpoint.calls.middleware",
     # cassette imports LangChain's callbacks (issue 16).
     "cassette": "spanpoint.cassettes",
+    # fork imports LangChain's message types and the calls' result encoding (issue 16).
+    "fork": "spanpoint.forks",
 }
 
 

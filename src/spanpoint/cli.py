@@ -4,8 +4,9 @@
 those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` provides);
 ``spanpoint show RUN_ID`` prints a run's boundaries as a tree per attempt (executed, replayed
 or failed, with durations); ``spanpoint diff RUN_A RUN_B`` names the first boundary where two
-runs diverge (``--json``: stable JSON); ``spanpoint gc --older-than 30d`` deletes old runs
-(retention); ``spanpoint doctor`` says where checkpoints and traces go.
+runs diverge (``--json``: stable JSON); ``spanpoint fork RUN_ID --at BOUNDARY --output JSON``
+forks a recorded run at one call with another output; ``spanpoint gc --older-than 30d``
+deletes old runs (retention); ``spanpoint doctor`` says where checkpoints and traces go.
 Nothing imports this module.
 
 Everything printed that came from a user or a store (run ids, names, paths, exception
@@ -336,6 +337,62 @@ def diff(
         for line in render_diff(result):
             console.print(line, soft_wrap=True)
     raise typer.Exit(0 if result.equal else 1)
+
+
+@app.command()
+def fork(
+    run_id: Annotated[str, typer.Argument(help="The recorded run to fork.")],
+    at: Annotated[
+        str,
+        typer.Option(
+            "--at",
+            help="The boundary whose output to override: a path as `spanpoint show` prints it, "
+            "with #N for its Nth call (lookup_ticket#2).",
+        ),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            help='Its output in the fork, as JSON: a tool result \'"text"\' or \'{"content": '
+            '"..."}\', a model reply \'{"content": "...", "tool_calls": [...]}\'.',
+        ),
+    ],
+    as_: Annotated[
+        str | None,
+        typer.Option("--as", help="The new run's id (default: RUN_ID.fork-<8 hex digits>)."),
+    ] = None,
+    store: StoreOption = None,
+) -> None:
+    """Fork a recorded run at one call with another output; then run your program again with
+    the new run id: the calls before the cut replay, the cut returns the output given, and
+    after it only the calls whose input changed execute.
+
+    Exit status: 0 when forked, 2 on bad input (nothing written).
+    """
+    from spanpoint.forks import fork as fork_run  # for import time: LangChain's message types
+
+    try:
+        value = json.loads(output)
+    except ValueError as exc:
+        console.print(
+            f"[red]error:[/] --output must be JSON ({visible(exc)}); a text is quoted: "
+            "--output '\"ticket 8: closed\"'"
+        )
+        raise typer.Exit(2) from exc
+    st = _open(store)
+    try:
+        new_id = fork_run(run_id, at=at, output=value, new_run_id=as_, store=st)
+    except SpanpointError as exc:
+        console.print(f"[red]error:[/] {visible(exc)}")
+        raise typer.Exit(2) from exc
+    finally:
+        st.close()
+    console.print(
+        f"forked run {quoted(run_id)} at {quoted(at)} as [bold]{visible(new_id)}[/]: run your "
+        f"program again under spanpoint.run({visible(repr(new_id))}) with the same input",
+        soft_wrap=True,
+    )
 
 
 @app.command()

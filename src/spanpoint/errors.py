@@ -166,3 +166,10 @@ class CassetteMissError(SpanpointError):
     tool definition or model setting); record again (mode ``new_episodes`` or ``all``) when
     the change is intended.
     """
+
+
+class ForkError(SpanpointError, ValueError):
+    """``spanpoint.fork`` cannot fork as asked: an unknown run or boundary, an output the
+    boundary cannot return, a run recorded before checkpoints kept their input identity, or
+    a new run id that is taken. The message names the fix; nothing was written.
+    """

@@ -22,9 +22,9 @@ from types import TracebackType
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from spanpoint import processor, semconv
+from spanpoint import processor, semconv, serde
 from spanpoint.capture import record_failure, redact_text
 from spanpoint.config import Settings, check_durability, settings
 from spanpoint.errors import (
@@ -293,6 +293,7 @@ class run:
         self.scope: RunScope | None = None
         self._tokens: tuple[Token[RunScope | None], Token[Frame | None]] | None = None
         self._span_cm: Any = None
+        self._fork: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         attempt = self.scope.attempt if self.scope else None
@@ -342,9 +343,12 @@ class run:
         }
         if self.name:
             attrs[semconv.RUN_NAME] = self.name
+        self._fork = fork_origin(store, self.run_id)
+        links = _fork_links(self._fork, attrs) if self._fork else None
         self._span_cm = cfg.tracer.start_as_current_span(
             run_span_name(workflow, attempt),
             attributes=attrs,
+            links=links,
             record_exception=False,
             set_status_on_exception=False,
         )
@@ -389,6 +393,8 @@ class run:
                 scope.status = "completed"
             span.set_status(Status(StatusCode.OK))
         span.set_attribute(semconv.RUN_STATUS, scope.status)
+        if self._fork and scope.status == "completed":
+            _check_cut_reached(scope, self._fork)
         if scope.commit_failures:
             span.set_attribute(semconv.RUN_COMMIT_FAILURES, scope.commit_failures)
         if scope.warnings:
@@ -450,6 +456,62 @@ def _settle_commits(scope: RunScope, span: Span) -> int:
     if not done:  # settle() without a timeout waits for every write: kept for a bounded one
         scope.warn(f"commits of run {scope.run_id!r} were still pending at its end")
     return len(failed)
+
+
+def fork_origin_key(run_id: str) -> str:
+    """The key of a fork run's origin record (``spanpoint.forks``): no boundary can have it."""
+    return serde.checkpoint_key(run_id, semconv.FORK_RECORD_PATH, 0, "")
+
+
+def fork_origin(store: CheckpointStore, run_id: str) -> dict[str, Any] | None:
+    """Where the run ``run_id`` was forked from (run, cut, original span), when it is a fork.
+
+    One point read per run start. A failed or unreadable read costs the link, never the run.
+    """
+    try:
+        record = store.get(fork_origin_key(run_id))
+        if record is None or record.kind != semconv.KIND_FORK:
+            return None
+        origin = serde.loads(record.output_type, record.output)
+    except Exception as exc:  # StoreError, a corrupted record: observability is best effort
+        logger.warning("spanpoint: the fork origin of run %r is unreadable: %s", run_id, exc)
+        return None
+    return origin if isinstance(origin, dict) else None
+
+
+def _fork_links(origin: dict[str, Any], attrs: dict[str, Any]) -> list[Link]:
+    """The link from a fork's run span to the original run's span; the origin as attributes
+    too, since most trace viewers drop links (docs/design-notes.md)."""
+    attrs[semconv.FORK_ORIGIN_RUN_ID] = str(origin.get("run_id"))
+    attrs[semconv.FORK_CUT] = str(origin.get("cut"))
+    attrs[semconv.FORK_CUT_KIND] = str(origin.get("cut_kind"))
+    attrs[semconv.FORK_CUT_KEY] = str(origin.get("cut_key"))
+    try:
+        trace_id, span_id = int(origin["trace_id"], 16), int(origin["span_id"], 16)
+    except (KeyError, TypeError, ValueError):
+        return []
+    context = SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+    )
+    if not context.is_valid:
+        return []
+    attrs[semconv.FORK_ORIGIN_TRACE_ID] = origin["trace_id"]
+    attrs[semconv.FORK_ORIGIN_SPAN_ID] = origin["span_id"]
+    return [Link(context, {"spanpoint.link": semconv.LINK_FORK_ORIGIN})]
+
+
+def _check_cut_reached(scope: RunScope, origin: dict[str, Any]) -> None:
+    """Warn when a fork's run completed without returning the override at its cut: the
+    program took another way there, or computed other keys (docs: what a fork reuses)."""
+    cut_key = origin.get("cut_key")
+    if any(r.key == cut_key and r.status == "replayed" for r in scope.journal):
+        return
+    scope.warn(
+        f"run {scope.run_id!r} is a fork of {origin.get('run_id')!r} at {origin.get('cut')!r}, "
+        "but it completed without reaching that call, so the overridden output was not used: "
+        "run the same program with the same input (a LangGraph thread with a persistent "
+        "checkpointer keys its calls by that thread's task ids: fork a run recorded without one)"
+    )
 
 
 def _count_boundaries(scope: RunScope) -> None:

@@ -235,3 +235,21 @@ RUN_EXECUTED_TOKENS: Final = "spanpoint.run.executed.tokens"
 RUN_REPLAYED_TOKENS: Final = "spanpoint.run.replayed.tokens"
 # Counter, in the currency's units: the cost of model calls replayed instead of executed.
 METRIC_REPLAY_SAVED_COST: Final = "spanpoint.replay.saved.cost"
+
+# --- issue 16: forks (spanpoint.fork) ---------------------------------------------------
+# A fork's run holds one record that is no boundary: where it came from. Its kind and path
+# are these; its key is serde.checkpoint_key(run id, FORK_RECORD_PATH, 0, ""), which no
+# boundary can have (a boundary's identity path starts with "/" or a frame identity and "/").
+KIND_FORK: Final = "fork"
+FORK_RECORD_PATH: Final = "spanpoint.fork"
+# On every attempt's run span of a fork (beside a span link, which most viewers drop).
+FORK_ORIGIN_RUN_ID: Final = "spanpoint.fork.origin.run_id"
+FORK_ORIGIN_TRACE_ID: Final = "spanpoint.fork.origin.trace_id"
+FORK_ORIGIN_SPAN_ID: Final = "spanpoint.fork.origin.span_id"
+# The cut: the boundary whose output the fork overrides, as `spanpoint fork --at` named it
+# ("lookup_ticket#2"), its kind and its key in the fork's run.
+FORK_CUT: Final = "spanpoint.fork.cut"
+FORK_CUT_KIND: Final = "spanpoint.fork.cut.kind"
+FORK_CUT_KEY: Final = "spanpoint.fork.cut.key"
+# The value of the link attribute "spanpoint.link" on the link to the original run's span.
+LINK_FORK_ORIGIN: Final = "fork_origin"
