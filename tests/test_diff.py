@@ -19,6 +19,7 @@ from langchain_core.tools import tool
 from typer.testing import CliRunner
 
 import spanpoint
+from conftest import make_telemetry
 from fakes import ConversationModel
 from spanpoint import serde
 from spanpoint.calls.cost import run_cost
@@ -32,7 +33,7 @@ PLAN = [[{"name": "lookup_ticket", "args": {"ticket_id": 7}}]]
 REQUEST = {"messages": [{"role": "user", "content": "What about ticket 7?"}]}
 SYSTEM = "You are a support agent."
 #: What the ticket system answers in this run: the tool reads it, like a live backend.
-TICKETS = {"7": "printer out of toner"}
+TICKETS = {"7": "printer out of toner", "8": "printer out of toner"}
 
 
 @tool
@@ -47,11 +48,13 @@ def close_ticket(ticket_id: int) -> str:
     return f"ticket {ticket_id} closed"
 
 
-def run_agent(run_id: str, *, status: str, system: str = SYSTEM, tools: Any = None) -> None:
+def run_agent(
+    run_id: str, *, status: str, system: str = SYSTEM, tools: Any = None, plan: Any = None
+) -> None:
     """One run of the support agent, the ticket system answering ``status``."""
-    TICKETS["7"] = status
+    TICKETS["7"] = TICKETS["8"] = status
     agent = create_agent(
-        ConversationModel(plan=PLAN, model_name="gpt-4o"),
+        ConversationModel(plan=plan or PLAN, model_name="gpt-4o"),
         tools or [lookup_ticket],
         system_prompt=system,
         middleware=[spanpoint.CheckpointMiddleware()],
@@ -258,6 +261,80 @@ def test_the_json_shape_is_pinned(store: SqliteStore, monkeypatch: pytest.Monkey
         "tool_calls_a": None,
         "tool_calls_b": None,
     }
+
+
+# --- forks (issue 16 acceptance: the diff of the original and the fork names the cut) -------
+
+#: Ticket 7, then ticket 8 (the 2nd tool call: the cut), then the answer.
+TWO_LOOKUPS = [
+    [{"name": "lookup_ticket", "args": {"ticket_id": 7}}],
+    [{"name": "lookup_ticket", "args": {"ticket_id": 8}}],
+]
+
+
+def test_the_diff_of_a_run_and_its_fork_names_the_cut(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_agent("orig", status="printer out of toner", plan=TWO_LOOKUPS)
+    fork_id = spanpoint.fork(
+        "orig", at="lookup_ticket#2", output="ticket 8: closed", new_run_id="orig-fork"
+    )
+
+    # Before the fork runs: its copies, the cut overridden.
+    result = diff_runs(store, "orig", fork_id)
+    first = result.divergence
+    assert first is not None and result.same == 3  # model, ticket 7, model: copied as they were
+    assert (first.position, first.boundary, first.reason) == (4, "lookup_ticket#2", "output")
+    assert first.output.text_b == ("tool: ticket 8: closed",)
+    assert (result.b.status, result.b.attempts, result.b.boundaries) == ("not run yet", 0, 5)
+
+    # The fork run: every call before the cut replays, the cut returns the override, and the
+    # model call that reads it executes. The copy it replaced is none of the fork's boundaries.
+    run_agent(fork_id, status="printer out of toner", plan=TWO_LOOKUPS)
+    result = diff_runs(store, "orig", fork_id)
+    first, then = result.divergence, result.then
+    assert first is not None and then is not None and result.same == 3
+    assert (first.position, first.boundary, first.reason) == (4, "lookup_ticket#2", "output")
+    assert first.input is not None and first.input.changed is False
+    assert first.output.text_a == ("tool: ticket 8: printer out of toner",)
+    assert first.output.text_b == ("tool: ticket 8: closed",)
+    assert (then.boundary, then.reason) == ("gpt-4o#3", "input")
+    assert then.input is not None
+    assert [(m.index, m.change, m.role_a, m.text_a, m.text_b) for m in then.input.messages] == [
+        (5, "changed", "tool", "ticket 8: printer out of toner", "ticket 8: closed")
+    ]
+    assert result.b.boundaries == 5 and result.b.attempts == 1  # 4 replayed, 1 executed
+    assert result.b.cost == run_cost(store, fork_id)
+    shown = cli(store, "orig", fork_id, monkeypatch=monkeypatch)
+    assert shown.exit_code == 1, shown.output
+    assert "first divergence at boundary 4 lookup_ticket#2 (tool_call)" in shown.output
+
+
+@pytest.mark.postgres
+def test_the_cli_diffs_runs_in_a_postgresql_store(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spanpoint.cli import app, console
+    from spanpoint.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_dsn)
+    telemetry = make_telemetry(store)
+    spanpoint.configure(capture=CapturePolicy(content="SPAN_ONLY"))
+    try:
+        run_agent("orig", status="printer out of toner")
+        run_agent("other", status="resolved")
+    finally:
+        telemetry.provider.shutdown()
+    monkeypatch.setattr(console, "width", 400)
+    shown = CliRunner().invoke(app, ["diff", "orig", "other", "--store", pg_dsn, "--json"])
+    assert shown.exit_code == 1, shown.output
+    doc = json.loads(shown.output)
+    assert (doc["divergence"]["boundary"], doc["then"]["boundary"]) == (
+        "lookup_ticket#1",
+        "gpt-4o#2",
+    )
+    assert doc["then"]["input"]["messages"][0]["text_b"] == "ticket 7: resolved"
+    store.close()
 
 
 # --- bad input ------------------------------------------------------------------------------
