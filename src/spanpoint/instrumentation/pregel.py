@@ -311,35 +311,53 @@ def _rerunning(
     options: PatchOptions,
     args: Any,
     kwargs: Any,
+    *,
+    asynchronous: bool = False,
 ) -> Callable[..., Any]:
     """``wrapped``, or for an outermost call on a thread with a checkpointer, ``wrapped`` with
     the call's span in its checkpoints' metadata and a resume described on the span
     (``spanpoint.graph.resume``, issue 15 item 5), inside a run through
-    ``spanpoint.graph.rerun.invoke_rerunning`` (item 4)."""
+    ``spanpoint.graph.rerun.invoke_rerunning`` (item 4). ``asynchronous``: ``wrapped`` is
+    ``Pregel.ainvoke``, and so is what this returns."""
     if parent is not None:
         return wrapped
     target = _rerun_target(meta, options, args, kwargs) if meta.info.has_state else None
+    noting = _anoting if asynchronous else _noting
     if target is None and not meta.info.has_state:
         scope = current_run()
-        return wrapped if scope is None else _noting(wrapped, scope)
+        return wrapped if scope is None else noting(wrapped, scope)
+    stamp = _stamps_checkpoints(target)
+    body = (_arerun_body if asynchronous else _rerun_body)(wrapped, graph, target, stamp)
+    return body if target is None else noting(body, target[0])
+
+
+def _rerun_body(wrapped: Callable[..., Any], graph: Any, target: Any, stamp: bool) -> Any:
     # For import time: loaded by the first call of a graph with a checkpointer.
     from spanpoint.graph import rerun, resume
-
-    stamp = _stamps_checkpoints(target)
 
     def body(*a: Any, **kw: Any) -> Any:
         graph_input, config, rest = rerun.split_invoke_args(a, kw)
         config = resume.traced_call_config(graph, graph_input, config, stamp=stamp)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            output = wrapped(graph_input, config, **rest)
-        else:
-            output = rerun.invoke_rerunning(
-                wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
-            )
-        if target is not None:
-            _note(target[0], output)
-        return output
+            return wrapped(graph_input, config, **rest)
+        return rerun.invoke_rerunning(wrapped, graph, (graph_input, config), rest, target[0], key)
+
+    return body
+
+
+def _arerun_body(wrapped: Callable[..., Any], graph: Any, target: Any, stamp: bool) -> Any:
+    from spanpoint.graph import rerun, resume  # for import time (see _rerun_body)
+
+    async def body(*a: Any, **kw: Any) -> Any:
+        graph_input, config, rest = rerun.split_invoke_args(a, kw)
+        config = await resume.atraced_call_config(graph, graph_input, config, stamp=stamp)
+        key = _boundary_key(target[0], target[1]) if target is not None else ""
+        if not key:
+            return await wrapped(graph_input, config, **rest)
+        return await rerun.ainvoke_rerunning(
+            wrapped, graph, (graph_input, config), rest, target[0], key
+        )
 
     return body
 
@@ -379,43 +397,6 @@ def _anoting(wrapped: Callable[..., Any], scope: Any) -> Callable[..., Any]:
     return body
 
 
-def _arerunning(
-    wrapped: Callable[..., Any],
-    graph: Any,
-    meta: GraphMeta,
-    parent: ActiveGraphCall | None,
-    options: PatchOptions,
-    args: Any,
-    kwargs: Any,
-) -> Callable[..., Any]:
-    """The async form of :func:`_rerunning` (``Pregel.ainvoke``)."""
-    if parent is not None:
-        return wrapped
-    target = _rerun_target(meta, options, args, kwargs) if meta.info.has_state else None
-    if target is None and not meta.info.has_state:
-        scope = current_run()
-        return wrapped if scope is None else _anoting(wrapped, scope)
-    from spanpoint.graph import rerun, resume  # for import time (see _rerunning)
-
-    stamp = _stamps_checkpoints(target)
-
-    async def body(*a: Any, **kw: Any) -> Any:
-        graph_input, config, rest = rerun.split_invoke_args(a, kw)
-        config = await resume.atraced_call_config(graph, graph_input, config, stamp=stamp)
-        key = _boundary_key(target[0], target[1]) if target is not None else ""
-        if not key:
-            output = await wrapped(graph_input, config, **rest)
-        else:
-            output = await rerun.ainvoke_rerunning(
-                wrapped, graph, (graph_input, config), rest, target[0], key  # type: ignore[index]
-            )
-        if target is not None:
-            _note(target[0], output)
-        return output
-
-    return body
-
-
 def _owning(graph_call: ActiveGraphCall, wrapped: Callable[..., Any]) -> Callable[..., Any]:
     """``wrapped``, noting the span current when it runs (the graph call's own span)."""
 
@@ -440,25 +421,89 @@ def _aowning(graph_call: ActiveGraphCall, wrapped: Callable[..., Any]) -> Callab
     return body
 
 
-def _open_call_span(
-    meta: GraphMeta, graph_call: ActiveGraphCall, ctx: Any, args: Any, kwargs: Any, *, nested: bool
-) -> tuple[trace.Span, Any, Any]:
-    """The span of a call that is not a boundary, made current: (span, thread id, token).
+class _CallSpan:
+    """The span of a call that is not a boundary, current while the block runs: ended as
+    failed by an exception, else by :meth:`end` with the call's output.
 
     This is the zero-code hot path, so it starts the span directly (no ``BoundarySpec``, no
     context-manager generator) from the graph's cached attributes, in ``ctx`` (the current
     context, read once rather than by every step of the SDK's span start).
     """
-    config = kwargs.get("config")
-    if config is None and len(args) > 1:
-        config = args[1]
-    if config is None and not nested:  # ``graph.invoke(input)``: the graph's own attributes
-        attrs, thread_id = meta.attrs, None
-    else:
-        attrs, thread_id = call_attributes(meta, config, nested=nested)
-    span = meta.tracer.start_span(meta.span_name, ctx, attributes=attrs)
-    graph_call.span = span
-    return span, thread_id, otel_context.attach(trace.set_span_in_context(span, ctx))
+
+    __slots__ = ("_attached", "span", "thread_id")
+
+    def __init__(
+        self,
+        meta: GraphMeta,
+        graph_call: ActiveGraphCall,
+        ctx: Any,
+        args: Any,
+        kwargs: Any,
+        *,
+        nested: bool,
+    ) -> None:
+        config = kwargs.get("config")
+        if config is None and len(args) > 1:
+            config = args[1]
+        if config is None and not nested:  # ``graph.invoke(input)``: the graph's own attributes
+            attrs, self.thread_id = meta.attrs, None
+        else:
+            attrs, self.thread_id = call_attributes(meta, config, nested=nested)
+        self.span = span = meta.tracer.start_span(meta.span_name, ctx, attributes=attrs)
+        graph_call.span = span
+        self._attached = otel_context.attach(trace.set_span_in_context(span, ctx))
+
+    def __enter__(self) -> _CallSpan:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        try:
+            if exc is not None:
+                fail_span(self.span, exc)
+        finally:
+            otel_context.detach(self._attached)
+
+    def end(self, output: Any, args: Any, kwargs: Any) -> Any:
+        """End the span of a call that returned ``output``; return it."""
+        end_graph_span(self.span, output, self.thread_id, args, kwargs)
+        return output
+
+
+def _entered(instance: Any) -> tuple[ActiveGraphCall | None, ActiveGraphCall, Any]:
+    """The enclosing patched graph call, this call of ``instance``, and the token that made
+    this one active (reset it when the call ends)."""
+    parent = ACTIVE.get()
+    graph_call = ActiveGraphCall(instance, inner_stream_pending=True)
+    return parent, graph_call, ACTIVE.set(graph_call)
+
+
+def _adopts(parent: ActiveGraphCall | None, graph_call: ActiveGraphCall, ctx: Any) -> bool:
+    """Whether the call runs under a span it adopts (:func:`adopted_span`), noted as its own."""
+    adopted = adopted_span(parent, ctx, graph_call.graph)
+    if adopted is None:
+        return False
+    graph_call.span = adopted
+    return True
+
+
+def _durable_call(
+    meta: GraphMeta, graph_call: ActiveGraphCall, body: Callable[..., Any], args: Any, kwargs: Any
+) -> Any:
+    """The call as a boundary of the current run (executed or replayed)."""
+    spec = _durable_spec(meta, args, kwargs)
+    output = span_call(spec, _owning(graph_call, body), *args, **kwargs)
+    _note(current_run(), output)  # replayed too: a stopped run stays stopped
+    return output
+
+
+async def _adurable_call(
+    meta: GraphMeta, graph_call: ActiveGraphCall, body: Callable[..., Any], args: Any, kwargs: Any
+) -> Any:
+    """The async form of :func:`_durable_call`."""
+    spec = _durable_spec(meta, args, kwargs)
+    output = await aspan_call(spec, _aowning(graph_call, body), *args, **kwargs)
+    _note(current_run(), output)  # replayed too: a stopped run stays stopped
+    return output
 
 
 def graph_invoke(options: PatchOptions, switch: Any = On) -> Wrapper:
@@ -471,34 +516,19 @@ def graph_invoke(options: PatchOptions, switch: Any = On) -> Wrapper:
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if not switch.active:
             return wrapped(*args, **kwargs)
-        parent = ACTIVE.get()
-        graph_call = ActiveGraphCall(instance, inner_stream_pending=True)
-        token = ACTIVE.set(graph_call)
+        parent, graph_call, token = _entered(instance)
         try:
             ctx = otel_context.get_current()
-            adopted = adopted_span(parent, ctx, instance)
-            if adopted is not None:
-                graph_call.span = adopted
+            if _adopts(parent, graph_call, ctx):
                 return wrapped(*args, **kwargs)
             meta = graphs.meta(instance)
             body = _rerunning(wrapped, instance, meta, parent, options, args, kwargs)
             if _durable(options, parent):
-                spec = _durable_spec(meta, args, kwargs)
-                output = span_call(spec, _owning(graph_call, body), *args, **kwargs)
-                _note(current_run(), output)  # replayed too: a stopped run stays stopped
-                return output
-            span, thread_id, attached = _open_call_span(
-                meta, graph_call, ctx, args, kwargs, nested=parent is not None
-            )
-            try:
+                return _durable_call(meta, graph_call, body, args, kwargs)
+            nested = parent is not None
+            with _CallSpan(meta, graph_call, ctx, args, kwargs, nested=nested) as call_span:
                 output = body(*args, **kwargs)
-            except BaseException as exc:
-                fail_span(span, exc)
-                raise
-            finally:
-                otel_context.detach(attached)
-            end_graph_span(span, output, thread_id, args, kwargs)
-            return output
+            return call_span.end(output, args, kwargs)
         finally:
             ACTIVE.reset(token)
 
@@ -512,34 +542,21 @@ def graph_ainvoke(options: PatchOptions, switch: Any = On) -> Wrapper:
     async def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if not switch.active:
             return await wrapped(*args, **kwargs)
-        parent = ACTIVE.get()
-        graph_call = ActiveGraphCall(instance, inner_stream_pending=True)
-        token = ACTIVE.set(graph_call)
+        parent, graph_call, token = _entered(instance)
         try:
             ctx = otel_context.get_current()
-            adopted = adopted_span(parent, ctx, instance)
-            if adopted is not None:
-                graph_call.span = adopted
+            if _adopts(parent, graph_call, ctx):
                 return await wrapped(*args, **kwargs)
             meta = graphs.meta(instance)
-            body = _arerunning(wrapped, instance, meta, parent, options, args, kwargs)
-            if _durable(options, parent):
-                spec = _durable_spec(meta, args, kwargs)
-                output = await aspan_call(spec, _aowning(graph_call, body), *args, **kwargs)
-                _note(current_run(), output)  # replayed too: a stopped run stays stopped
-                return output
-            span, thread_id, attached = _open_call_span(
-                meta, graph_call, ctx, args, kwargs, nested=parent is not None
+            body = _rerunning(
+                wrapped, instance, meta, parent, options, args, kwargs, asynchronous=True
             )
-            try:
+            if _durable(options, parent):
+                return await _adurable_call(meta, graph_call, body, args, kwargs)
+            nested = parent is not None
+            with _CallSpan(meta, graph_call, ctx, args, kwargs, nested=nested) as call_span:
                 output = await body(*args, **kwargs)
-            except BaseException as exc:
-                fail_span(span, exc)
-                raise
-            finally:
-                otel_context.detach(attached)
-            end_graph_span(span, output, thread_id, args, kwargs)
-            return output
+            return call_span.end(output, args, kwargs)
         finally:
             ACTIVE.reset(token)
 
