@@ -59,6 +59,11 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "(run open over the batch)",
         ("agent", "agent_async"),
     ),
+    "spanpoint_calls_async": (
+        "the same with durability=\"async\": every commit written by the background committer "
+        "(issue 18 item 5; the batch's run flushes at its end, untimed like every batch end)",
+        ("agent", "agent_async"),
+    ),
     "spanpoint_replay": (
         "spanpoint replay of a completed run (graph_call, SQLite store)",
         workloads.WORKLOADS,
@@ -268,7 +273,7 @@ def _fresh_ids(prefix: str) -> Callable[[], str]:
 
 
 def _spanpoint_durable(
-    strategy: str, run_per_invoke: bool
+    strategy: str, run_per_invoke: bool, durability: str = "sync"
 ) -> Callable[[str, Path, Telemetry], Invoker]:
     """GraphRunner in a run: one run per batch (the boundaries' cost) or per invoke."""
 
@@ -287,7 +292,7 @@ def _spanpoint_durable(
         batch: list[Any] = []
 
         def open_batch() -> None:
-            batch.append(spanpoint.run(run_ids()))
+            batch.append(spanpoint.run(run_ids(), durability=durability))  # type: ignore[arg-type]
             batch[-1].__enter__()
 
         def close_batch() -> None:
@@ -455,6 +460,7 @@ _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
     "spanpoint_graph_call": _spanpoint_durable("graph_call", run_per_invoke=False),
     "spanpoint_graph_call_run": _spanpoint_durable("graph_call", run_per_invoke=True),
     "spanpoint_calls": _spanpoint_durable("calls", run_per_invoke=False),
+    "spanpoint_calls_async": _spanpoint_durable("calls", run_per_invoke=False, durability="async"),
     "spanpoint_replay": _spanpoint_replay,
     "openinference": _openinference,
     "openllmetry": _openllmetry,
