@@ -19,6 +19,7 @@ from langchain_core.tools import tool
 import spanpoint
 from fakes import ConversationModel, count_effect, read_effects
 from spanpoint import semconv, serde
+from spanpoint.calls.cost import run_cost
 from spanpoint.capture import CapturePolicy
 
 # Turn 0 looks ticket 7 up, turn 1 ticket 8 (the 2nd tool call, where the fork cuts), turn 2
@@ -202,6 +203,9 @@ def test_a_fork_at_the_second_tool_call_executes_only_the_calls_whose_input_chan
     assert attrs[semconv.FORK_CUT_KIND] == "tool_call"
     assert attrs[semconv.FORK_ORIGIN_SPAN_ID] == format(origin.span_id, "016x")
     assert semconv.WARNINGS not in attrs  # the cut was reached
+    # What the fork paid is what it executed itself; the copies were paid by the original.
+    totals = run_cost(telemetry.store, new_id)
+    assert (totals.executed.calls, totals.replayed.calls) == (2, 2)
 
     # The original run is untouched; running the fork again executes nothing.
     effects.unlink()

@@ -227,7 +227,9 @@ def run_cost(
     checkpoints = {cp.key: cp for cp in store.list_checkpoints(run_id)}
     totals = RunCost()
     for cp in checkpoints.values():
-        if cp.kind == semconv.KIND_MODEL_CALL and attempt in (None, cp.attempt):
+        # Attempt 0: a fork's copy of the original's call (spanpoint.forks), paid by the
+        # original run; the fork counts it when it replays it.
+        if cp.kind == semconv.KIND_MODEL_CALL and cp.attempt and attempt in (None, cp.attempt):
             totals.executed.add(_checkpoint_cost(cp))
     records = store.list_journal(run_id) if journal is None else journal
     for record in records:
