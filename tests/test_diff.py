@@ -145,6 +145,22 @@ def test_the_cli_shows_the_divergence_and_both_runs_totals(
         assert totals.executed.summary() != totals.replayed.summary()
 
 
+def test_without_content_capture_a_message_shows_its_length_and_the_hint(
+    configured_sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_agent("orig", status="printer out of toner")  # capture off: the default
+    run_agent("other", status="resolved")
+
+    shown = cli(configured_sqlite.store, "orig", "other", monkeypatch=monkeypatch)
+
+    assert shown.exit_code == 1, shown.output
+    assert (
+        "message 3 (tool) changed: <30 characters, text not captured> -> "
+        "<18 characters, text not captured>" in shown.output
+    )
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY" in shown.output
+
+
 def test_equal_runs_have_no_divergence(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     run_agent("one", status="printer out of toner")
     run_agent("two", status="printer out of toner")

@@ -606,6 +606,11 @@ def _input_lines(diff: InputDiff) -> list[str]:
         return [f"  input: same (fingerprint {visible((diff.fingerprint_a or '')[:12])}…)"]
     lines = ["  input differs:"]
     lines.extend(f"    message {m.index} {_message_line(m)}" for m in diff.messages)
+    if any(None in (m.text_a, m.text_b) and m.change == "changed" for m in diff.messages):
+        lines.append(
+            "    (message text is kept when a run captures content: "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)"
+        )
     for t in diff.tools:
         lines.append(f"    tool definition {quoted(t.name)} {t.change}")
     for label, items in (("model setting", diff.settings), ("input", diff.fields)):
