@@ -62,23 +62,36 @@ def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None)
     span.end()
 
 
-def graph_stream(options: PatchOptions, switch: Any = On) -> Wrapper:
-    """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events.
-
-    ``invoke`` runs ``stream`` internally: that inner call is claimed and passed through (it
-    runs on every ``invoke``, so the check is inline).
-    """
+def _stream_wrapper(
+    options: PatchOptions, switch: Any, traced_iter: Callable[..., Any]
+) -> Wrapper:
+    """The wrapper of ``stream`` or ``astream``: ``traced_iter`` (:func:`_traced_iter` or
+    :func:`_traced_aiter`) unless the call is the inner stream of a traced ``invoke``, which
+    is claimed and passed through (it runs on every ``invoke``, so the check is inline)."""
     graphs = Graphs(options)
 
     def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
         if switch.active:
             active = ACTIVE.get()
             if active is None or active.graph is not instance or not active.inner_stream_pending:
-                return _traced_iter(graphs, wrapped, instance, args, kwargs)
+                return traced_iter(graphs, wrapped, instance, args, kwargs)
             active.inner_stream_pending = False
         return wrapped(*args, **kwargs)
 
     return traced
+
+
+def graph_stream(options: PatchOptions, switch: Any = On) -> Wrapper:
+    """``Pregel.stream``: a graph-call span open while the caller iterates; chunks as events.
+
+    ``invoke`` runs ``stream`` internally: that inner call is claimed and passed through.
+    """
+    return _stream_wrapper(options, switch, _traced_iter)
+
+
+def graph_astream(options: PatchOptions, switch: Any = On) -> Wrapper:
+    """``Pregel.astream``: the async form of :func:`graph_stream`."""
+    return _stream_wrapper(options, switch, _traced_aiter)
 
 
 def _stream_scope(
@@ -95,93 +108,103 @@ def _stream_scope(
     return span, recorder, trace.set_span_in_context(span), graph_call
 
 
+#: The end of the inner stream (``next(inner, _END)``).
+_END: Any = object()
+
+
+class _TracedStream:
+    """One traced stream, shared by the sync and async iterators.
+
+    Each step computes the next chunk with the stream's context attached and its graph call
+    active (never across a ``yield``); the inner stream is opened by the first step. Used as
+    a context manager around the whole iteration, it ends the span it opened: failed by an
+    exception, ended as it stands when the consumer closed the stream early.
+    """
+
+    __slots__ = ("_open", "ctx", "graph_call", "inner", "recorder", "span")
+
+    def __init__(
+        self, graphs: Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
+    ) -> None:
+        self.span, self.recorder, self.ctx, self.graph_call = _stream_scope(
+            graphs, instance, args, kwargs
+        )
+        self._open = lambda: wrapped(*args, **kwargs)
+        self.inner: Any = None
+
+    def step(self) -> Any:
+        """The next chunk, or ``_END`` after the last."""
+        token, call_token = otel_context.attach(self.ctx), ACTIVE.set(self.graph_call)
+        try:
+            if self.inner is None:
+                self.inner = self._open()
+            return next(self.inner, _END)
+        finally:
+            ACTIVE.reset(call_token)
+            otel_context.detach(token)
+
+    async def astep(self) -> Any:
+        token, call_token = otel_context.attach(self.ctx), ACTIVE.set(self.graph_call)
+        try:
+            if self.inner is None:
+                self.inner = self._open()
+            return await anext(self.inner, _END)
+        finally:
+            ACTIVE.reset(call_token)
+            otel_context.detach(token)
+
+    def record(self, chunk: Any) -> None:
+        """The chunk as an event of the stream's own span (none on an adopted span)."""
+        if self.recorder is not None:
+            self.recorder.record(chunk)
+
+    def close(self) -> None:
+        """Close the inner stream, in the stream's context (the consumer stopped early)."""
+        if self.inner is not None:
+            token = otel_context.attach(self.ctx)
+            try:
+                self.inner.close()
+            finally:
+                otel_context.detach(token)
+
+    async def aclose(self) -> None:
+        if self.inner is not None:
+            token = otel_context.attach(self.ctx)
+            try:
+                await self.inner.aclose()
+            finally:
+                otel_context.detach(token)
+
+    def __enter__(self) -> _TracedStream:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.recorder is not None:
+            error = None if isinstance(exc, GeneratorExit) else exc
+            _end_stream_span(self.span, self.recorder, error)
+
+
 def _traced_iter(
     graphs: Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> Iterator[Any]:
-    span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
-    graph_call_token = None
-    error: BaseException | None = None
-    inner = None
-    try:
-        while True:
-            token = otel_context.attach(ctx)
-            graph_call_token = ACTIVE.set(graph_call)
+    with _TracedStream(graphs, wrapped, instance, args, kwargs) as stream:
+        while (chunk := stream.step()) is not _END:
+            stream.record(chunk)
             try:
-                if inner is None:
-                    inner = wrapped(*args, **kwargs)
-                chunk = next(inner)
-            except StopIteration:
-                return
-            finally:
-                ACTIVE.reset(graph_call_token)
-                otel_context.detach(token)
-            if recorder is not None:
-                recorder.record(chunk)
-            yield chunk
-    except GeneratorExit:
-        if inner is not None:
-            token = otel_context.attach(ctx)
-            try:
-                inner.close()
-            finally:
-                otel_context.detach(token)
-        raise
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if recorder is not None:
-            _end_stream_span(span, recorder, error)
-
-
-def graph_astream(options: PatchOptions, switch: Any = On) -> Wrapper:
-    """``Pregel.astream``: the async form of :func:`graph_stream`."""
-    graphs = Graphs(options)
-
-    def traced(wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any) -> Any:
-        if switch.active:
-            active = ACTIVE.get()
-            if active is None or active.graph is not instance or not active.inner_stream_pending:
-                return _traced_aiter(graphs, wrapped, instance, args, kwargs)
-            active.inner_stream_pending = False
-        return wrapped(*args, **kwargs)
-
-    return traced
+                yield chunk
+            except GeneratorExit:
+                stream.close()
+                raise
 
 
 async def _traced_aiter(
     graphs: Graphs, wrapped: Callable[..., Any], instance: Any, args: Any, kwargs: Any
 ) -> AsyncIterator[Any]:
-    span, recorder, ctx, graph_call = _stream_scope(graphs, instance, args, kwargs)
-    error: BaseException | None = None
-    inner = None
-    try:
-        while True:
-            token = otel_context.attach(ctx)
-            graph_call_token = ACTIVE.set(graph_call)
+    with _TracedStream(graphs, wrapped, instance, args, kwargs) as stream:
+        while (chunk := await stream.astep()) is not _END:
+            stream.record(chunk)
             try:
-                if inner is None:
-                    inner = wrapped(*args, **kwargs)
-                chunk = await inner.__anext__()
-            except StopAsyncIteration:
-                return
-            finally:
-                ACTIVE.reset(graph_call_token)
-                otel_context.detach(token)
-            if recorder is not None:
-                recorder.record(chunk)
-            yield chunk
-    except GeneratorExit:
-        if inner is not None:
-            token = otel_context.attach(ctx)
-            try:
-                await inner.aclose()
-            finally:
-                otel_context.detach(token)
-        raise
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        if recorder is not None:
-            _end_stream_span(span, recorder, error)
+                yield chunk
+            except GeneratorExit:
+                await stream.aclose()
+                raise
