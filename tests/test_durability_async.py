@@ -32,18 +32,18 @@ from spanpoint.config import reset_for_tests
 from spanpoint.errors import ConfigurationError, StoreError
 from spanpoint.stores import SqliteStore
 from spanpoint.stores.base import Checkpoint, new_owner_id
+from spanpoint.stores.postgres import PostgresStore
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
-class GatedStore(SqliteStore):
-    """A real SQLite store whose commits wait for a token: a slow disk or a far server,
-    slowed by the test instead of by the clock. ``tokens=None`` lets every commit through."""
+class Gate:
+    """Makes a real store's commits wait for a token: a slow disk or a far server, slowed by
+    the test instead of by the clock."""
 
-    def __init__(self, path: Path, tokens: int | None = 0) -> None:
-        super().__init__(path)
-        self.gate = threading.Semaphore(tokens or 0)
-        self.open = tokens is None
+    def _gate(self) -> None:
+        self.gate = threading.Semaphore(0)
+        self.open = False
         self.puts = 0
 
     def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
@@ -58,6 +58,22 @@ class GatedStore(SqliteStore):
         self.open = True
         for _ in range(1000):
             self.gate.release()
+
+
+class GatedStore(Gate, SqliteStore):
+    """The SQLite store, gated."""
+
+    def __init__(self, path: Path) -> None:
+        SqliteStore.__init__(self, path)
+        self._gate()
+
+
+class GatedPostgresStore(Gate, PostgresStore):
+    """The PostgreSQL store, gated."""
+
+    def __init__(self, dsn: str) -> None:
+        PostgresStore.__init__(self, dsn)
+        self._gate()
 
 
 @pytest.fixture
@@ -157,6 +173,34 @@ def test_async_returns_before_the_commit_lands_and_keeps_the_lease(
     assert [cp.key for cp in store.list_checkpoints("async-1")] == [key]
     assert run.status == "completed" and run.warnings == []
     assert store.claim(key, new_owner_id(), 60.0).state == "committed"
+
+
+@pytest.mark.postgres
+def test_on_postgres_another_worker_sees_held_until_the_async_commit_lands(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """The shared store: another worker's claim, from another pool, finds the boundary held
+    (the heartbeat keeps the lease) while its commit waits, then committed."""
+    store = GatedPostgresStore(pg_dsn)
+    telemetry = make_telemetry(store)
+    other = PostgresStore(pg_dsn)
+    try:
+        spanpoint.configure(durability="async")
+        add = _steps(tmp_path / "effects.txt")
+        with spanpoint.run("pg-async"):
+            add(1)
+            key = _step_spans(telemetry)[0].attributes[semconv.CHECKPOINT_KEY]  # type: ignore[index]
+            assert other.claim(key, new_owner_id(), 60.0).state == "held"
+            assert other.list_checkpoints("pg-async") == []
+            store.let_through()
+        claim = other.claim(key, new_owner_id(), 60.0)
+        assert claim.state == "committed" and claim.checkpoint is not None
+    finally:
+        store.let_through()
+        telemetry.provider.shutdown()
+        reset_for_tests()
+        other.close()
+        store.close()
 
 
 def test_a_lookup_in_this_process_sees_a_queued_checkpoint(
@@ -306,7 +350,7 @@ def test_strict_async_fails_the_run_when_a_commit_failed(tmp_path: Path) -> None
 
 
 def test_flush_writes_what_waits(gated: tuple[Telemetry, GatedStore], tmp_path: Path) -> None:
-    _telemetry, store = gated
+    telemetry, store = gated
     spanpoint.configure(durability="async")
     add = _steps(tmp_path / "effects.txt")
     with spanpoint.run("flush"):
@@ -316,6 +360,13 @@ def test_flush_writes_what_waits(gated: tuple[Telemetry, GatedStore], tmp_path: 
         store.let_through()
         assert spanpoint.flush(30) is True
         assert len(store.list_checkpoints("flush")) == 2
+        store.open, store.gate = False, threading.Semaphore(0)  # closed again
+        add(3)
+        # The tracer provider's force_flush reaches the checkpoint processor's, which waits
+        # for the commit that the gate lets through a little later.
+        threading.Timer(0.1, store.let_through).start()
+        assert telemetry.provider.force_flush(30_000) is True
+        assert len(store.list_checkpoints("flush")) == 3
 
 
 # --- crash tests: SIGKILL real subprocesses ------------------------------------------------------
