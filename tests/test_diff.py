@@ -376,6 +376,32 @@ def test_a_run_id_from_the_terminal_is_printed_literally(
     assert "x[/]\\x1b[2J" in shown.output and "\x1b" not in shown.output
 
 
+def test_hostile_names_and_values_print_literally(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "[bold red]evil[/] \x1b[31mstep\x1b]0;pwned\x07"
+
+    @spanpoint.step(name=name)
+    def evil(text: str) -> str:
+        return text.upper()
+
+    for run_id, text in (("h[/]1", "a\x1b[2J[/]"), ("h[/]2", "b\x9b31m[link=x]")):
+        with spanpoint.run(run_id):
+            evil(text)
+
+    shown = cli(store, "h[/]1", "h[/]2", monkeypatch=monkeypatch)
+
+    assert shown.exit_code == 1, shown.output
+    for raw in ("\x1b", "\x07", "\x9b"):
+        assert raw not in shown.output
+    out = shown.output
+    assert "diff of run 'h[/]1' (A) and run 'h[/]2' (B)" in out
+    assert "[bold red]evil[/] \\x1b[31mstep\\x1b]0;pwned\\x07#1 (step): its input changed" in out
+    # The arguments and the returned values as JSON: an ESC is \u001b, never the byte.
+    assert """input 'args' changed: '{"text":"a\\\\u001b[2J[/]"}' -> """ in out
+    assert 'value: "A\\u001b[2J[/]"' in out and 'value: "B\\x9b31M[LINK=X]"' in out
+
+
 def old_row(run_id: str, path: str, output: Any, n: int, output_type: str | None = None) -> Any:
     """A checkpoint as a store written before input data existed: no fingerprint, no view."""
     tag, data = serde.dumps(output)

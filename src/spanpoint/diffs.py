@@ -35,7 +35,7 @@ from typing import Any, Literal
 from spanpoint import _json, semconv, serde
 from spanpoint._terminal import quoted, visible
 from spanpoint.calls.cost import RunCost, run_cost
-from spanpoint.capture import redact_text, truncate
+from spanpoint.capture import default_policy, redact_text, truncate
 from spanpoint.errors import SpanpointError, UnknownRunError
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore, RunRecord
 
@@ -132,9 +132,10 @@ class InputDiff:
 
 @dataclass(frozen=True, slots=True)
 class OutputDiff:
-    """A boundary's output in each run: type tag, view, and the text of the messages it holds
-    (decoded through the allow list; None when it holds none or could not be decoded,
-    ``error`` then says why). None on a side for a boundary that run does not have."""
+    """A boundary's output in each run: type tag, view, and its text (:func:`output_texts`:
+    the messages it holds, else its redacted value; decoded through the allow list; None for
+    None or when it could not be decoded, ``error`` then says why). None on a side for a
+    boundary that run does not have."""
 
     changed: bool
     type_a: str | None
@@ -488,7 +489,7 @@ def _output_diff(cp_a: Checkpoint | None, cp_b: Checkpoint | None, notes: list[s
             texts.append(None)
             continue
         try:
-            texts.append(message_texts(_decoded(cp)))
+            texts.append(output_texts(_decoded(cp)))
         except SpanpointError as exc:
             texts.append(None)
             errors.append(f"run {cp.run_id!r}: {exc}")
@@ -505,11 +506,17 @@ def _output_diff(cp_a: Checkpoint | None, cp_b: Checkpoint | None, notes: list[s
     )
 
 
-def message_texts(value: Any) -> tuple[str, ...] | None:
-    """``role: text`` of each message in a decoded output (tool calls as ``→ name(args)``),
-    credentials redacted and each bounded; None when it holds no message."""
+def output_texts(value: Any) -> tuple[str, ...] | None:
+    """``role: text`` of each message in a decoded output (tool calls as ``→ name(args)``);
+    for an output that holds no message, ``value: <JSON>`` after the capture policy's
+    redaction; credentials redacted, each bounded. None for an output of None."""
     found = [_message_text(m) for m in _messages(value, 0)]
-    return tuple(found) if found else None
+    if found:
+        return tuple(found)
+    if value is None:
+        return None
+    text = _json.stable_json(default_policy().redact(value))
+    return (f"value: {truncate(redact_text(text), _TEXT_LIMIT)}",)
 
 
 def _messages(value: Any, depth: int) -> Iterable[Any]:
