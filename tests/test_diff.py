@@ -321,6 +321,9 @@ def test_the_diff_of_a_run_and_its_fork_names_the_cut(
     ]
     assert result.b.boundaries == 5 and result.b.attempts == 1  # 4 replayed, 1 executed
     assert result.b.cost == run_cost(store, fork_id)
+    # The fork paid for the one model call it executed; two were replayed from its copies.
+    assert (result.b.cost.executed.calls, result.b.cost.replayed.calls) == (1, 2)
+    assert (result.a.cost.executed.calls, result.a.cost.replayed.calls) == (3, 0)
     shown = cli(store, "orig", fork_id, monkeypatch=monkeypatch)
     assert shown.exit_code == 1, shown.output
     assert "first divergence at boundary 4 lookup_ticket#2 (tool_call)" in shown.output
