@@ -55,25 +55,50 @@ def message_views(
     """Each message's role, content digest, redacted text (see the module docstring), length
     in characters and tool calls (name and redacted arguments; never their run-time ids)."""
     with_text = capture.captures_content if text is None else text
+    try:
+        memo = _VIEWS.setdefault((capture, with_text, limit), {})
+    except TypeError:  # a policy holding an unhashable value: no memo
+        memo = {}
     out: list[dict[str, Any]] = []
     for message in messages:
-        fields = getattr(message, "__dict__", None) or {}
-        full = _text(message.content)
-        entry: dict[str, Any] = {
-            "role": message.type,
-            "digest": message_digest(message).hex(),
-            # Redacted after the cut: the regular expressions then see 2,000 characters at
-            # most, whatever the message's length.
-            "text": redact_text(_cut(full, limit)) if with_text else None,
-            "chars": len(full),
-        }
-        calls = fields.get("tool_calls")
-        if calls:
-            entry["tool_calls"] = [
-                {"name": c.get("name"), "args": capture.redact(c.get("args"))} for c in calls
-            ]
+        digest = message_digest(message)
+        entry = memo.get(digest)
+        if entry is None:
+            entry = _message_view(message, digest, capture, with_text, limit)
+            if len(memo) >= _MAX_VIEWS:
+                memo.clear()
+            memo[digest] = entry
         out.append(entry)
     return out
+
+
+# (policy, with text, limit) -> message digest -> its view. The digest covers everything a
+# view shows (type, content, name, status, tool calls), and every model call of an agent
+# describes the whole conversation again: each message is described once per run, not once
+# per call. Views are shared between the lists returned: read them, never change them.
+_VIEWS: dict[tuple[Any, ...], dict[bytes, dict[str, Any]]] = {}
+_MAX_VIEWS = 8192
+
+
+def _message_view(
+    message: BaseMessage, digest: bytes, capture: CapturePolicy, with_text: bool, limit: int | None
+) -> dict[str, Any]:
+    full = _text(message.content)
+    entry: dict[str, Any] = {
+        "role": message.type,
+        "digest": digest.hex(),
+        # Redacted after the cut: the regular expressions then see 2,000 characters at most,
+        # whatever the message's length.
+        "text": redact_text(_cut(full, limit)) if with_text else None,
+        "chars": len(full),
+    }
+    fields = getattr(message, "__dict__", None) or {}
+    calls = fields.get("tool_calls")
+    if calls:
+        entry["tool_calls"] = [
+            {"name": c.get("name"), "args": capture.redact(c.get("args"))} for c in calls
+        ]
+    return entry
 
 
 def _tool_name(tool: Any) -> str:
