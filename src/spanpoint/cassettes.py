@@ -45,7 +45,6 @@ from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, get_args
 from uuid import UUID
 
@@ -548,15 +547,11 @@ class cassette:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
+    def __exit__(self, *exc_info: Any) -> bool:
+        # The block's exception is the run's: its exit decides, then the cassette is written.
         assert self._run is not None and self._state is not None and self._store is not None
         try:
-            suppress = self._run.__exit__(exc_type, exc, tb)
+            suppress = self._run.__exit__(*exc_info)
         finally:
             if self._token is not None:
                 _ACTIVE.reset(self._token)
@@ -580,13 +575,8 @@ class cassette:
     async def __aenter__(self) -> cassette:
         return self.__enter__()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        return self.__exit__(exc_type, exc, tb)
+    async def __aexit__(self, *exc_info: Any) -> bool:
+        return self.__exit__(*exc_info)
 
 
 def _write(path: Path, entries: Sequence[_Entry]) -> None:
