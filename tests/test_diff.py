@@ -9,6 +9,7 @@ agent never store the same bytes, so "equal" has to mean equal content.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -291,13 +292,15 @@ TWO_LOOKUPS = [
 def test_the_diff_of_a_run_and_its_fork_names_the_cut(
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_agent("orig", status="printer out of toner", plan=TWO_LOOKUPS)
+    # Run ids of their own: spanpoint.calls.tasks counts a run's task executions per process
+    # by (run id, attempt), so another test's run "orig" would shift these runs' identities.
+    run_agent("ticket-42", status="printer out of toner", plan=TWO_LOOKUPS)
     fork_id = spanpoint.fork(
-        "orig", at="lookup_ticket#2", output="ticket 8: closed", new_run_id="orig-fork"
+        "ticket-42", at="lookup_ticket#2", output="ticket 8: closed", new_run_id="ticket-42-fork"
     )
 
     # Before the fork runs: its copies, the cut overridden.
-    result = diff_runs(store, "orig", fork_id)
+    result = diff_runs(store, "ticket-42", fork_id)
     first = result.divergence
     assert first is not None and result.same == 3  # model, ticket 7, model: copied as they were
     assert (first.position, first.boundary, first.reason) == (4, "lookup_ticket#2", "output")
@@ -307,7 +310,7 @@ def test_the_diff_of_a_run_and_its_fork_names_the_cut(
     # The fork run: every call before the cut replays, the cut returns the override, and the
     # model call that reads it executes. The copy it replaced is none of the fork's boundaries.
     run_agent(fork_id, status="printer out of toner", plan=TWO_LOOKUPS)
-    result = diff_runs(store, "orig", fork_id)
+    result = diff_runs(store, "ticket-42", fork_id)
     first, then = result.divergence, result.then
     assert first is not None and then is not None and result.same == 3
     assert (first.position, first.boundary, first.reason) == (4, "lookup_ticket#2", "output")
@@ -324,7 +327,7 @@ def test_the_diff_of_a_run_and_its_fork_names_the_cut(
     # The fork paid for the one model call it executed; two were replayed from its copies.
     assert (result.b.cost.executed.calls, result.b.cost.replayed.calls) == (1, 2)
     assert (result.a.cost.executed.calls, result.a.cost.replayed.calls) == (3, 0)
-    shown = cli(store, "orig", fork_id, monkeypatch=monkeypatch)
+    shown = cli(store, "ticket-42", fork_id, monkeypatch=monkeypatch)
     assert shown.exit_code == 1, shown.output
     assert "first divergence at boundary 4 lookup_ticket#2 (tool_call)" in shown.output
 
@@ -479,6 +482,34 @@ def test_an_output_outside_the_allow_list_is_compared_by_bytes_never_loaded(
 
 def _fields(cp: Checkpoint) -> dict[str, Any]:
     return {name: getattr(cp, name) for name in Checkpoint.__slots__}
+
+
+def test_parallel_calls_match_by_identity_whatever_order_they_started_in(
+    store: SqliteStore,
+) -> None:
+    # Two parallel lookups of one task: run B started them in the other order, so by position
+    # (lookup#1, lookup#2) they would pair ticket 7 with ticket 8. Identity, ordinal and input
+    # fingerprint (what entered the key, but the run id) say which call is which.
+    def call(run_id: str, ticket: int, n: int, answer: str) -> Checkpoint:
+        row = old_row(run_id, "lookup", answer, n)
+        return dataclasses.replace(
+            row,
+            kind="tool_call",
+            identity=f"task-{ticket}/lookup",
+            fingerprint=f"fp-{ticket}",
+            input_view={"args": {"ticket_id": ticket}},
+        )
+
+    put_run(store, "par-a", [call("par-a", 7, 1, "seven"), call("par-a", 8, 2, "eight")])
+    put_run(store, "par-b", [call("par-b", 8, 1, "eight"), call("par-b", 7, 2, "seven")])
+    assert diff_runs(store, "par-a", "par-b").equal
+
+    put_run(store, "par-c", [call("par-c", 8, 1, "eight"), call("par-c", 7, 2, "SEVEN")])
+    result = diff_runs(store, "par-a", "par-c")
+    first = result.divergence
+    assert first is not None and result.then is None
+    assert (first.boundary, first.reason) == ("lookup#1", "output")  # ticket 7, in run A
+    assert (first.output.text_a, first.output.text_b) == (('value: "seven"',), ('value: "SEVEN"',))
 
 
 # --- the input difference, part by part -----------------------------------------------------

@@ -2,10 +2,11 @@
 
 :func:`diff_runs` reads the store protocol only (``get_run``, ``list_checkpoints``,
 ``list_journal``). Each run's boundaries (:func:`run_boundaries`: what it executed, and what
-it replayed of a fork's copies) are walked in commit order and matched by their *label*: the
+it replayed of a fork's copies) are walked in commit order and paired: the same call with
+the same input first (equal identity path, ordinal and fingerprint), then by *label*: the
 path ``spanpoint show`` prints with ``#N`` for the Nth boundary of that path
-(``lookup_ticket#2``), as ``spanpoint fork --at`` takes it. The first label whose boundary
-differs names the divergence:
+(``lookup_ticket#2``), as ``spanpoint fork --at`` takes it. The first boundary that differs
+names the divergence:
 
 * its input changed: the input fingerprints that entered the checkpoint keys differ;
 * its output changed: another type, or other content;
@@ -263,30 +264,63 @@ def diff_runs(store: CheckpointStore, run_a: str, run_b: str) -> RunDiff:
     return RunDiff(sides[0], sides[1], same, first, then, tuple(notes))
 
 
+def _pairs(
+    walk_a: Sequence[tuple[str, Checkpoint]], walk_b: Sequence[tuple[str, Checkpoint]]
+) -> dict[int, int]:
+    """Which boundary of run B each boundary of run A is (index to index).
+
+    First the same call with the same input: equal identity path, ordinal and fingerprint,
+    what entered the key but the run id (parallel calls match whatever order they started
+    in). Then, of the rest, the same label: the Nth call of a path, whose input may differ.
+    """
+    exact: dict[tuple[str, int, str], int] = {}
+    for j, (_, cp) in enumerate(walk_b):
+        key = _call_key(cp)
+        if key is not None:
+            exact.setdefault(key, j)
+    pairs: dict[int, int] = {}
+    for i, (_, cp) in enumerate(walk_a):
+        key = _call_key(cp)
+        if key is not None and key in exact:
+            pairs[i] = exact.pop(key)
+    taken = set(pairs.values())
+    by_label = {label: j for j, (label, _) in enumerate(walk_b) if j not in taken}
+    for i, (label, _) in enumerate(walk_a):
+        if i not in pairs and by_label.get(label) is not None:
+            pairs[i] = by_label.pop(label)
+    return pairs
+
+
+def _call_key(cp: Checkpoint) -> tuple[str, int, str] | None:
+    if cp.identity is None or cp.fingerprint is None:
+        return None  # a row from before input data: paired by label only
+    return (cp.identity, cp.ordinal, cp.fingerprint)
+
+
 def _first_divergences(
     walk_a: Sequence[tuple[str, Checkpoint]],
     walk_b: Sequence[tuple[str, Checkpoint]],
     notes: list[str],
 ) -> tuple[list[Divergence], int]:
-    """The first two divergent labels (ordered by their earlier position in either run, run
-    A's first on a tie), and how many matched boundaries before the first are equal."""
-    index_b = {label: (i, cp) for i, (label, cp) in enumerate(walk_b)}
-    labels_a = {label for label, _ in walk_a}
-    # (position, 0 for a label of run A, label, its checkpoint in A, in B)
+    """The first two divergent boundaries (ordered by their earlier position in either run,
+    run A's first on a tie), and how many paired boundaries before the first are equal."""
+    pairs = _pairs(walk_a, walk_b)
+    # (position, 0 for a boundary of run A, label, its checkpoint in A, in B)
     candidates: list[tuple[int, int, str, Checkpoint | None, Checkpoint | None]] = []
     equal_at: list[int] = []
     for i, (label, cp_a) in enumerate(walk_a):
-        found = index_b.get(label)
-        if found is None:
+        j = pairs.get(i)
+        if j is None:
             candidates.append((i, 0, label, cp_a, None))
             continue
-        j, cp_b = found
+        cp_b = walk_b[j][1]
         if _input_changed(cp_a, cp_b) or _output_changed(cp_a, cp_b, notes):
             candidates.append((min(i, j), 0, label, cp_a, cp_b))
         else:
             equal_at.append(min(i, j))
+    paired_b = set(pairs.values())
     for j, (label, cp_b) in enumerate(walk_b):
-        if label not in labels_a:
+        if j not in paired_b:
             candidates.append((j, 1, label, None, cp_b))
     candidates.sort(key=lambda c: (c[0], c[1]))
     if not candidates:
