@@ -21,6 +21,8 @@ import binascii
 import datetime as dt
 import json
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -62,12 +64,31 @@ StoreOption = Annotated[
 ]
 
 
-def _open(address: str | None) -> CheckpointStore:
+@contextmanager
+def _refused() -> Iterator[None]:
+    """A :class:`SpanpointError` in the block ends the command: its message, exit status 2
+    (every one names the bad input and the fix)."""
     try:
-        return open_store(address)
+        yield
     except SpanpointError as exc:
         console.print(f"[red]error:[/] {visible(exc)}")
         raise typer.Exit(2) from exc
+
+
+def _open(address: str | None) -> CheckpointStore:
+    with _refused():
+        return open_store(address)
+
+
+@contextmanager
+def _opened(address: str | None) -> Iterator[CheckpointStore]:
+    """The store of one command, closed after the block; errors as :func:`_refused`."""
+    st = _open(address)
+    try:
+        with _refused():
+            yield st
+    finally:
+        st.close()
 
 
 def _when(epoch: float) -> str:
@@ -207,11 +228,8 @@ def input_(
             "quote strings: '\"yes\"'"
         )
         raise typer.Exit(2) from exc
-    try:
+    with _refused():
         provide_input(run_id, name, parsed, store=_open(store))
-    except SpanpointError as exc:
-        console.print(f"[red]error:[/] {visible(exc)}")
-        raise typer.Exit(2) from exc
     console.print(f"provided {quoted(name)} for run {quoted(run_id)}; run it again to continue")
 
 
@@ -322,14 +340,8 @@ def diff(
 
     Exit status: 0 when the runs are equal, 1 when they diverge, 2 on bad input.
     """
-    st = _open(store)
-    try:
+    with _opened(store) as st:
         result = diff_runs(st, run_a, run_b)
-    except SpanpointError as exc:
-        console.print(f"[red]error:[/] {visible(exc)}")
-        raise typer.Exit(2) from exc
-    finally:
-        st.close()
     if as_json:
         # ASCII JSON: whatever a run holds, no control character reaches the terminal raw.
         typer.echo(json.dumps(result.to_dict(), sort_keys=True, indent=2, ensure_ascii=True))
@@ -380,14 +392,8 @@ def fork(
             "--output '\"ticket 8: closed\"'"
         )
         raise typer.Exit(2) from exc
-    st = _open(store)
-    try:
+    with _opened(store) as st:
         new_id = fork_run(run_id, at=at, output=value, new_run_id=as_, store=st)
-    except SpanpointError as exc:
-        console.print(f"[red]error:[/] {visible(exc)}")
-        raise typer.Exit(2) from exc
-    finally:
-        st.close()
     console.print(
         f"forked run {quoted(run_id)} at {quoted(at)} as [bold]{visible(new_id)}[/]: run your "
         f"program again under spanpoint.run({visible(repr(new_id))}) with the same input",
@@ -418,11 +424,8 @@ def doctor(store: StoreOption = None) -> None:
         "logs": str(trace_file.parent / "logs.jsonl"),
         "metrics": str(trace_file.parent / "metrics.jsonl"),
     }
-    try:
+    with _refused():  # a malformed OTEL_* variable
         probes = exporters.probe()
-    except SpanpointError as exc:  # a malformed OTEL_* variable
-        console.print(f"[red]error:[/] {visible(exc)}")
-        raise typer.Exit(2) from exc
     console.print("telemetry (one probe span, log record and metric sent now):")
     for item in probes:
         if "file" in item.config.kinds:
@@ -471,8 +474,7 @@ def gc(
     import time
 
     seconds = _parse_age(older_than)
-    st = _open(store)
-    try:
+    with _opened(store) as st:
         if dry_run:
             cutoff = time.time() - seconds
             old = [r for r in st.list_runs(limit=10_000_000) if r.updated_at < cutoff]
@@ -481,11 +483,6 @@ def gc(
             )
             return
         deleted = st.delete_runs_older_than(seconds)
-    except SpanpointError as exc:
-        console.print(f"[red]error:[/] {visible(exc)}")
-        raise typer.Exit(2) from exc
-    finally:
-        st.close()
     console.print(
         f"deleted {deleted} runs older than {visible(older_than)} from {visible(st.description)}"
     )
