@@ -205,6 +205,8 @@ def test_an_sqlite_store_of_schema_3_migrates_and_keeps_its_rows(tmp_path: Path)
         # ... and without what schemas 5 and 6 added (the runs index, the once-tokens table).
         conn.execute("DROP INDEX runs_updated")
         conn.execute("DROP TABLE once_tokens")
+        for column in ("fingerprint", "identity", "input_view"):  # schema 7's input identity
+            conn.execute(f"ALTER TABLE checkpoints DROP COLUMN {column}")
         conn.execute("UPDATE spanpoint_meta SET v = '3' WHERE k = 'schema_version'")
     reopened = SqliteStore(path)
     try:
@@ -361,6 +363,10 @@ def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE spanpoint_checkpoints DROP COLUMN digest")
         conn.execute("DROP TABLE spanpoint_once")  # schema 3's once-tokens
+        conn.execute(  # schema 4's input identity
+            "ALTER TABLE spanpoint_checkpoints DROP COLUMN fingerprint, DROP COLUMN identity, "
+            "DROP COLUMN input_view"
+        )
         conn.execute("DELETE FROM spanpoint_migrations WHERE version > 1")
     reopened = open_store(pg_dsn)
     try:
