@@ -271,6 +271,55 @@ def test_the_command_line_forks_and_prints_the_new_run_id(
     assert ambiguous.exit_code == 2 and "lookup_ticket#1" in ambiguous.output
 
 
+def test_a_fork_at_a_nested_step_executes_the_step_around_it(
+    configured_sqlite: Any, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects"
+
+    @spanpoint.step(name="fetch")
+    def fetch(ticket: int) -> dict[str, Any]:
+        count_effect(effects, f"fetch:{ticket}")
+        return {"ticket": ticket, "status": "open"}
+
+    @spanpoint.step(name="handle")
+    def handle(ticket: int) -> str:
+        found = fetch(ticket)
+        count_effect(effects, f"handle:{ticket}")
+        return f"{found['ticket']}: {found['status']}"
+
+    def program(run_id: str) -> list[str]:
+        with spanpoint.run(rid(run_id)):
+            return [handle(1), handle(2)]
+
+    assert program("orig") == ["1: open", "2: open"]
+    fork("orig", at="handle/fetch#2", output={"ticket": 2, "status": "closed"}, new_run_id="f")
+    effects.unlink()
+    # handle(1) replays whole; handle(2) encloses the cut, so it executes, and its fetch(2)
+    # returns the override instead of executing.
+    assert program("f") == ["1: open", "2: closed"]
+    assert read_effects(effects) == {"handle:2": 1}
+
+
+def test_a_fork_run_that_never_reaches_its_cut_says_so(
+    configured_sqlite: Any, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects"
+    record(make_runner(effects), "orig")
+    fork("orig", at="lookup_ticket#2", output="gone", new_run_id="fork-1")
+    configured_sqlite.clear()
+
+    @spanpoint.step(name="summarize")
+    def summarize() -> str:
+        return "nothing to do"
+
+    with spanpoint.run(rid("fork-1")) as run:  # another program: its calls are not the cut
+        summarize()
+    (warning,) = [w for w in run.warnings if "fork" in w]
+    assert "completed without reaching that call" in warning and "lookup_ticket#2" in warning
+    (span,) = configured_sqlite.runs()
+    assert any("without reaching" in w for w in span.attributes[semconv.WARNINGS])
+
+
 # --- bad input: a clear error, and nothing written -------------------------------------------
 
 
