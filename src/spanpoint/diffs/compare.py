@@ -1,207 +1,31 @@
-"""Two runs compared boundary by boundary, down to the first call where they diverge.
-
-:func:`diff_runs` reads the store protocol only (``get_run``, ``list_checkpoints``,
-``list_journal``). Each run's boundaries (:func:`run_boundaries`: what it executed, and what
-it replayed of a fork's copies) are walked in commit order and paired: the same call with
-the same input first (equal identity path, ordinal and fingerprint), then by *label*: the
-path ``spanpoint show`` prints with ``#N`` for the Nth boundary of that path
-(``lookup_ticket#2``), as ``spanpoint fork --at`` takes it. The first boundary that differs
-names the divergence:
-
-* its input changed: the input fingerprints that entered the checkpoint keys differ;
-* its output changed: another type, or other content;
-* it is in one run only.
-
-Content, not bytes: two live runs of the same agent never store the same bytes (LangChain
-assigns message ids at run time, providers mint tool-call ids, response metadata and usage
-vary), so outputs are compared as the fingerprints compare inputs — decoded through
-:mod:`spanpoint.serde`'s allow list, message ids, tool-call ids, response metadata and
-usage left out. An output that cannot be decoded (a type outside the allow list) is compared
-by its bytes. Token and cost figures are not part of the comparison; each run's are shown.
-
-The input difference is read from the checkpoints' ``input_view`` (redacted at commit):
-message by message (by digest, so a difference past the shown text still counts), tool
-definitions, model settings, tool arguments. Rows committed before input data existed have
-none: such runs are still compared by output, and the result says input data is missing.
-"""
+"""The walk of two runs, boundary by boundary: pairing, then inputs and outputs compared
+(see :mod:`spanpoint.diffs` for the rules). Reads the store protocol only."""
 
 from __future__ import annotations
 
 import difflib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from spanpoint import _json, semconv, serde
-from spanpoint._terminal import quoted, visible
-from spanpoint.calls.cost import RunCost, run_cost
+from spanpoint.calls.cost import run_cost
 from spanpoint.capture import default_policy, redact_text, truncate
+from spanpoint.diffs.types import (
+    Change,
+    Divergence,
+    InputDiff,
+    MessageChange,
+    OutputDiff,
+    Reason,
+    RunDiff,
+    RunSide,
+    ValueChange,
+)
 from spanpoint.errors import SpanpointError, UnknownRunError
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore, RunRecord
 
-#: The version of :meth:`RunDiff.to_dict`'s shape; raised on any change a reader would notice.
-SCHEMA_VERSION = 1
-SCHEMA = "spanpoint.diff"
-_TEXT_LIMIT = 2000  # bytes of one decoded output text kept in a diff
-
-Change = Literal["changed", "added", "removed"]
-Reason = Literal["input", "output", "only_in_a", "only_in_b"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunSide:
-    """One run of a diff: its record, how many boundaries it went through, and what it cost.
-
-    ``status`` is ``"not run yet"`` (and ``attempts`` 0) for a fork no attempt ran yet: it
-    has checkpoints but no run record. ``duration_ms`` is the time the run spent running: per
-    attempt, from its first boundary's start to its last boundary's end, summed over attempts
-    (the gaps between attempts left out). ``cost`` holds the totals ``spanpoint show``
-    prints (executed and replayed model calls, what replay saved).
-    """
-
-    run_id: str
-    name: str | None
-    status: str
-    attempts: int
-    boundaries: int
-    duration_ms: float
-    cost: RunCost
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form."""
-        return {
-            "run_id": self.run_id,
-            "name": self.name,
-            "status": self.status,
-            "attempts": self.attempts,
-            "boundaries": self.boundaries,
-            "duration_ms": round(self.duration_ms, 3),
-            "cost": self.cost.to_dict(),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class MessageChange:
-    """One message of a model call's input that differs: ``index`` counts from 0 in run A's
-    conversation for a changed or removed message, in run B's for an added one."""
-
-    index: int
-    change: Change
-    role_a: str | None
-    role_b: str | None
-    #: The texts as the input views kept them: redacted and cut, None when content capture
-    #: was off (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``); ``chars`` is the
-    #: full length, kept either way.
-    text_a: str | None
-    text_b: str | None
-    chars_a: int | None = None
-    chars_b: int | None = None
-    tool_calls_a: Any = None
-    tool_calls_b: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class ValueChange:
-    """A named part of an input that differs: a tool definition (its name; digests are not
-    shown), a model setting, another field of the input view (a tool call's ``args``)."""
-
-    name: str
-    change: Change
-    a: Any = None
-    b: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class InputDiff:
-    """How a boundary's input differs between the runs.
-
-    ``changed`` is None when a run has no input data for it (a row committed before input
-    data existed). ``messages``, ``tools``, ``settings`` and ``fields`` come from the input
-    views; all empty while ``changed`` is True means the difference is outside what a view
-    shows (which tool result answers which call).
-    """
-
-    changed: bool | None
-    fingerprint_a: str | None
-    fingerprint_b: str | None
-    messages: tuple[MessageChange, ...] = ()
-    tools: tuple[ValueChange, ...] = ()
-    settings: tuple[ValueChange, ...] = ()
-    fields: tuple[ValueChange, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class OutputDiff:
-    """A boundary's output in each run: type tag, view, and its text (:func:`output_texts`:
-    the messages it holds, else its redacted value; decoded through the allow list; None for
-    None or when it could not be decoded, ``error`` then says why). None on a side for a
-    boundary that run does not have."""
-
-    changed: bool
-    type_a: str | None
-    type_b: str | None
-    view_a: Mapping[str, Any] | None
-    view_b: Mapping[str, Any] | None
-    text_a: tuple[str, ...] | None
-    text_b: tuple[str, ...] | None
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Divergence:
-    """A boundary where the runs differ, and how.
-
-    ``position`` is 1-based in the walk (commit order); ``boundary`` its label, the form
-    ``spanpoint fork --at`` takes. ``input`` is None for a boundary in one run only.
-    """
-
-    position: int
-    boundary: str
-    kind: str
-    reason: Reason
-    input: InputDiff | None
-    output: OutputDiff
-
-
-@dataclass(frozen=True, slots=True)
-class RunDiff:
-    """The result of :func:`diff_runs`.
-
-    ``divergence`` is the first divergent boundary (None: the runs are equal), ``then`` the
-    next one (what the first changed next: after a tool's other output, the next model
-    call's input), ``same`` how many boundaries before the first are equal, ``notes`` what
-    could not be compared fully (missing input data, undecodable outputs).
-    """
-
-    a: RunSide
-    b: RunSide
-    same: int
-    divergence: Divergence | None
-    then: Divergence | None = None
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def equal(self) -> bool:
-        """Whether no boundary diverges."""
-        return self.divergence is None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stable JSON shape of ``spanpoint diff --json`` (docs/cli.md): the dataclasses'
-        fields by name, tuples as lists, with ``schema`` and ``version``."""
-        return {
-            "schema": SCHEMA,
-            "version": SCHEMA_VERSION,
-            "equal": self.equal,
-            "runs": {"a": self.a.to_dict(), "b": self.b.to_dict()},
-            "same": self.same,
-            "divergence": None if self.divergence is None else asdict(self.divergence),
-            "then": None if self.then is None else asdict(self.then),
-            "notes": list(self.notes),
-        }
-
-
-# --- the walk -------------------------------------------------------------------------------
+TEXT_LIMIT = 2000  # bytes of one decoded output text kept in a diff
 
 
 def run_boundaries(
@@ -550,7 +374,7 @@ def output_texts(value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     text = _json.stable_json(default_policy().redact(value))
-    return (f"value: {truncate(redact_text(text), _TEXT_LIMIT)}",)
+    return (f"value: {truncate(redact_text(text), TEXT_LIMIT)}",)
 
 
 def _messages(value: Any, depth: int) -> Iterable[Any]:
@@ -576,127 +400,4 @@ def _message_text(message: Any) -> str:
     calls = getattr(message, "tool_calls", None) or ()
     for call in calls:
         text += f" → {call.get('name')}({_json.stable_json(call.get('args'))})"
-    return f"{message.type}: {truncate(redact_text(text), _TEXT_LIMIT)}"
-
-
-# --- the terminal form ----------------------------------------------------------------------
-
-
-def render(diff: RunDiff) -> list[str]:
-    """The diff as lines of Rich markup, every value from a store escaped (``visible``)."""
-    lines = [f"diff of run {quoted(diff.a.run_id)} (A) and run {quoted(diff.b.run_id)} (B)"]
-    for tag, side in (("A", diff.a), ("B", diff.b)):
-        lines.append(f"  {tag}: {_side_text(side)}")
-    for note in diff.notes:
-        lines.append(f"  [yellow]note:[/] {visible(note)}")
-    div = diff.divergence
-    if div is None:
-        lines.append(
-            f"[green]no divergence:[/] the runs are equal ({diff.same} boundaries, same inputs "
-            "and outputs)"
-        )
-        return lines
-    before = f"; the {diff.same} boundaries before it are equal"
-    lines.extend(_divergence_lines("[bold red]first divergence[/]", div, before))
-    if diff.then is not None:
-        lines.extend(_divergence_lines("[bold]then[/]", diff.then))
-    return lines
-
-
-_WHY = {
-    "input": "its input changed",
-    "output": "its output differs (same input)",
-    "only_in_a": "it is in run A only",
-    "only_in_b": "it is in run B only",
-}
-
-
-def _divergence_lines(title: str, div: Divergence, suffix: str = "") -> list[str]:
-    lines = [
-        f"{title} at boundary {div.position} [bold]{visible(div.boundary)}[/] "
-        f"({visible(div.kind)}): {_WHY[div.reason]}{suffix}"
-    ]
-    if div.input is not None:
-        lines.extend(_input_lines(div.input))
-    lines.extend(_output_lines(div.output))
-    return lines
-
-
-def _side_text(side: RunSide) -> str:
-    cost = side.cost
-    return (
-        f"{visible(side.name or 'unnamed')}, {visible(side.status)}, {side.attempts} "
-        f"attempt(s), {side.boundaries} boundaries, {_ms(side.duration_ms)}; model calls "
-        f"executed: {cost.executed.summary()}; replayed: {cost.replayed.summary()}"
-    )
-
-
-def _ms(ms: float) -> str:
-    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else _json.stable_json(value)
-    return visible(repr(truncate(text, 400)))
-
-
-def _input_lines(diff: InputDiff) -> list[str]:
-    if diff.changed is None:
-        return ["  input: [yellow]input data is missing[/] for this boundary in a run"]
-    if not diff.changed:
-        return [f"  input: same (fingerprint {visible((diff.fingerprint_a or '')[:12])}…)"]
-    lines = ["  input differs:"]
-    lines.extend(f"    message {m.index} {_message_line(m)}" for m in diff.messages)
-    if any(None in (m.text_a, m.text_b) and m.change == "changed" for m in diff.messages):
-        lines.append(
-            "    (message text is kept when a run captures content: "
-            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)"
-        )
-    for t in diff.tools:
-        lines.append(f"    tool definition {quoted(t.name)} {t.change}")
-    for label, items in (("model setting", diff.settings), ("input", diff.fields)):
-        for s in items:
-            lines.append(f"    {label} {quoted(s.name)} {s.change}: {_short(s.a)} -> {_short(s.b)}")
-    if len(lines) == 1:
-        lines.append(
-            "    (the input views are equal: the difference is outside what they show, such "
-            "as which tool result answers which call)"
-        )
-    return lines
-
-
-def _text_of(text: str | None, chars: int | None) -> str:
-    if text is not None:
-        return _short(text)
-    return f"<{'?' if chars is None else chars} characters, text not captured>"
-
-
-def _message_line(m: MessageChange) -> str:
-    if m.change == "added":
-        return f"({visible(m.role_b)}) added: {_text_of(m.text_b, m.chars_b)}"
-    if m.change == "removed":
-        return f"({visible(m.role_a)}) removed: {_text_of(m.text_a, m.chars_a)}"
-    role = m.role_a if m.role_a == m.role_b else f"{m.role_a} -> {m.role_b}"
-    if m.text_a != m.text_b or m.text_a is None:
-        what = f"{_text_of(m.text_a, m.chars_a)} -> {_text_of(m.text_b, m.chars_b)}"
-    elif m.tool_calls_a != m.tool_calls_b:
-        what = f"tool calls {_short(m.tool_calls_a)} -> {_short(m.tool_calls_b)}"
-    else:
-        what = "same text shown; it differs past the cut, or in its name or status"
-    return f"({visible(role)}) changed: {what}"
-
-
-def _output_lines(diff: OutputDiff) -> list[str]:
-    lines = [f"  output {'differs' if diff.changed else 'is the same'}:"]
-    for tag, type_tag, view, texts in (
-        ("A", diff.type_a, diff.view_a, diff.text_a),
-        ("B", diff.type_b, diff.view_b, diff.text_b),
-    ):
-        if type_tag is None:
-            lines.append(f"    {tag}: (no such boundary)")
-            continue
-        lines.append(f"    {tag}: {visible(type_tag)} {visible(_json.stable_json(view))}")
-        lines.extend(f"       {visible(text)}" for text in texts or ())
-    if diff.error:
-        lines.append(f"    [yellow]not decoded:[/] {visible(diff.error)}")
-    return lines
+    return f"{message.type}: {truncate(redact_text(text), TEXT_LIMIT)}"
