@@ -606,50 +606,69 @@ def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs
     call = _Call(spec)
     found = call.lookup()
     if found is _HELD:
-        steps = call.wait()
-        try:
-            while True:
-                time.sleep(next(steps))
-        except StopIteration as stop:
-            found = stop.value
+        found = _waited(call)
     if found is not _MISSING:
         return found  # type: ignore[no-any-return]
     execution = call.start()
     try:
         output = execution.finish(fn(*args, **kwargs))
     except BaseException as exc:
-        execution.leave()
-        execution.fail(exc)
+        _failed(execution, exc)
         raise
-    execution.leave()
-    execution.end()
-    return output
+    return _returned(execution, output)
 
 
 async def acall_boundary(
     spec: BoundarySpec, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
 ) -> T:
     """The async form of :func:`call_boundary`: ``await fn(*args, **kwargs)``."""
-    import asyncio
-
     call = _Call(spec)
     found = call.lookup()
     if found is _HELD:
-        steps = call.wait()
-        try:
-            while True:
-                await asyncio.sleep(next(steps))
-        except StopIteration as stop:
-            found = stop.value
+        found = await _awaited(call)
     if found is not _MISSING:
         return found  # type: ignore[no-any-return]
     execution = call.start()
     try:
         output = execution.finish(await fn(*args, **kwargs))
     except BaseException as exc:
-        execution.leave()
-        execution.fail(exc)
+        _failed(execution, exc)
         raise
+    return _returned(execution, output)
+
+
+# What the sync and async drivers share: the lease wait's sleeps are theirs, its steps the
+# sans-I/O _Call.wait; an execution leaves its frame before it ends or fails.
+
+
+def _waited(call: _Call) -> Any:
+    """What :meth:`_Call.wait` found once the lease's holder committed or let go (asleep)."""
+    steps = call.wait()
+    try:
+        while True:
+            time.sleep(next(steps))
+    except StopIteration as stop:
+        return stop.value
+
+
+async def _awaited(call: _Call) -> Any:
+    """The async form of :func:`_waited`: the sleeps let the event loop run."""
+    import asyncio
+
+    steps = call.wait()
+    try:
+        while True:
+            await asyncio.sleep(next(steps))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _failed(execution: _Execution, exc: BaseException) -> None:
+    execution.leave()
+    execution.fail(exc)
+
+
+def _returned(execution: _Execution, output: T) -> T:
     execution.leave()
     execution.end()
     return output
