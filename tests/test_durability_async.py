@@ -532,3 +532,42 @@ def test_an_idle_committer_thread_ends_and_the_next_commit_starts_one(
         add(2)
     assert committer.existing(store) is found  # the same queue, so the same order
     assert len(store.list_checkpoints("idle-2")) == 1
+
+
+EXIT_SCRIPT = """
+import sys, time
+sys.path.insert(0, {scripts!r})
+from async_crash_driver import SlowStore
+from opentelemetry.sdk.trace import TracerProvider
+import spanpoint
+from spanpoint.stores import open_store
+
+spanpoint.configure(store=SlowStore(open_store({db!r}), 20.0), durability="async",
+                    tracer_provider=TracerProvider(shutdown_on_exit={shutdown_on_exit}))
+add = spanpoint.step(name="add")(lambda i: i + 1)
+run = spanpoint.run("left-open")
+run.__enter__()  # never exited: only the exit hook can write what is queued
+for i in range(5):
+    add(i)
+print("returned", flush=True)
+"""
+
+
+@pytest.mark.parametrize("shutdown_on_exit", [True, False], ids=["provider", "committer"])
+def test_a_normal_exit_writes_what_is_queued(tmp_path: Path, shutdown_on_exit: bool) -> None:
+    """A process that ends normally with commits queued (here: a run it never left, commits
+    20 ms slow) writes them at exit: through the tracer provider's shutdown (the checkpoint
+    processor flushes), or, with none, the committer's own exit hook. Only a kill loses them."""
+    db = tmp_path / "exit.db"
+    script = EXIT_SCRIPT.format(
+        scripts=str(SCRIPTS), db=str(db), shutdown_on_exit=shutdown_on_exit
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0 and "returned" in done.stdout, done.stderr[-3000:]
+    store = SqliteStore(db)
+    try:
+        assert len(store.list_checkpoints("left-open")) == 5
+    finally:
+        store.close()
