@@ -470,10 +470,14 @@ def fork_origin(store: CheckpointStore, run_id: str) -> dict[str, Any] | None:
     """
     try:
         record = store.get(fork_origin_key(run_id))
-        if record is None or record.kind != semconv.KIND_FORK:
-            return None
+    except StoreError as exc:  # the run reports its store's failures where they matter
+        logger.debug("spanpoint: no fork origin read for run %r: %s", run_id, exc)
+        return None
+    if record is None or record.kind != semconv.KIND_FORK:
+        return None
+    try:
         origin = serde.loads(record.output_type, record.output)
-    except Exception as exc:  # StoreError, a corrupted record: observability is best effort
+    except Exception as exc:  # a corrupted record: observability is best effort
         logger.warning("spanpoint: the fork origin of run %r is unreadable: %s", run_id, exc)
         return None
     return origin if isinstance(origin, dict) else None
