@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 from typer.testing import CliRunner
 
 import spanpoint
@@ -27,6 +31,7 @@ from spanpoint.calls.cost import run_cost
 from spanpoint.capture import CapturePolicy
 from spanpoint.diffs import MessageChange, ValueChange, diff_runs, input_diff, message_changes
 from spanpoint.errors import UnknownRunError
+from spanpoint.graph import DurabilityPolicy
 from spanpoint.stores import SqliteStore
 from spanpoint.stores.base import Checkpoint
 
@@ -253,6 +258,7 @@ def test_the_json_shape_is_pinned(store: SqliteStore, monkeypatch: pytest.Monkey
         "messages",
         "settings",
         "tools",
+        "viewed",
     ]
     assert sorted(first["output"]) == [
         "changed",
@@ -357,6 +363,52 @@ def test_the_cli_diffs_runs_in_a_postgresql_store(
     )
     assert doc["then"]["input"]["messages"][0]["text_b"] == "ticket 7: resolved"
     store.close()
+
+
+class Draft(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def approval_graph() -> Any:
+    """Draft, then wait for an approval (an interrupt), on a checkpointer of its own."""
+
+    def draft(state: Draft) -> dict[str, Any]:
+        return {"log": ["drafted"]}
+
+    def approve(state: Draft) -> dict[str, Any]:
+        return {"log": [f"approved={interrupt({'question': 'ship it?'})}"]}
+
+    g = StateGraph(Draft)
+    g.add_node("draft", draft)
+    g.add_node("approve", approve)
+    g.add_edge(START, "draft")
+    g.add_edge("draft", "approve")
+    g.add_edge("approve", END)
+    return g.compile(checkpointer=InMemorySaver())
+
+
+def test_graph_calls_compare_by_what_happened_not_where_they_ran(store: SqliteStore) -> None:
+    # Two runs of one graph call (the default strategy), each on its own checkpointer: their
+    # results differ only in LangGraph's checkpoint, task and interrupt ids and their spans.
+    for run_id in ("g-1", "g-2"):
+        runner = spanpoint.GraphRunner(
+            approval_graph(), name="review", durability=DurabilityPolicy(warn_in_process=False)
+        )
+        with spanpoint.run(run_id):
+            assert runner.invoke({"log": []}, thread_id="thread-1").status == "interrupted"
+    (one,), (two,) = store.list_checkpoints("g-1"), store.list_checkpoints("g-2")
+    assert one.kind == "graph_call" and one.output != two.output
+
+    result = diff_runs(store, "g-1", "g-2")
+
+    assert result.equal, result.divergence
+    with spanpoint.run("g-3"):  # another thread: another input, the same outcome
+        spanpoint.GraphRunner(
+            approval_graph(), name="review", durability=DurabilityPolicy(warn_in_process=False)
+        ).invoke({"log": []}, thread_id="thread-3")
+    first = diff_runs(store, "g-1", "g-3").divergence
+    assert first is not None and (first.boundary, first.reason) == ("review#1", "input")
+    assert first.input is not None and not first.input.viewed and not first.output.changed
 
 
 # --- bad input ------------------------------------------------------------------------------

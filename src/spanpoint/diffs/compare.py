@@ -214,7 +214,9 @@ def input_diff(cp_a: Checkpoint, cp_b: Checkpoint) -> InputDiff:
     if cp_a.fingerprint is None or cp_b.fingerprint is None:
         return InputDiff(None, cp_a.fingerprint, cp_b.fingerprint)
     changed = cp_a.fingerprint != cp_b.fingerprint
-    view_a, view_b = cp_a.input_view or {}, cp_b.input_view or {}
+    if cp_a.input_view is None or cp_b.input_view is None:
+        return InputDiff(changed, cp_a.fingerprint, cp_b.fingerprint, viewed=False)
+    view_a, view_b = cp_a.input_view, cp_b.input_view
     if not changed or view_a == view_b:
         return InputDiff(changed, cp_a.fingerprint, cp_b.fingerprint)
     other = sorted((set(view_a) | set(view_b)) - {"messages", "tools", "settings"})
@@ -315,7 +317,7 @@ def _decoded(cp: Checkpoint) -> Any:
 def _content(cp: Checkpoint, notes: list[str]) -> str | None:
     """A content-only text of the output (see the module docstring), None if undecodable."""
     try:
-        return _json.stable_json(_without_ids(serde.canonical(_decoded(cp))))
+        return _json.stable_json(_without_ids(serde.canonical(_outcome(cp, _decoded(cp)))))
     except SpanpointError as exc:
         note = f"output of {cp.path!r} in run {cp.run_id!r} compared by bytes: {exc}"
         if note not in notes:
@@ -323,9 +325,38 @@ def _content(cp: Checkpoint, notes: list[str]) -> str | None:
         return None
 
 
+def _outcome(cp: Checkpoint, value: Any) -> Any:
+    """What a graph call's stored result says happened: its status, output, next nodes and
+    interrupts. The rest are identifiers of where it ran (LangGraph's thread, checkpoint and
+    task ids, its span), its usage and its warnings."""
+    if not (
+        cp.kind == semconv.KIND_GRAPH_CALL
+        and isinstance(value, Mapping)
+        and {"v", "status", "output", "interrupts"} <= value.keys()
+    ):
+        return value
+    interrupts = [
+        {k: v for k, v in item.items() if k not in ("id", "task_id")}
+        if isinstance(item, Mapping)
+        else item
+        for item in value["interrupts"] or ()
+    ]
+    return {
+        "status": value["status"],
+        "output": value["output"],
+        "next_nodes": value.get("next_nodes"),
+        "interrupts": interrupts,
+    }
+
+
+#: The one field of an ``Interrupt`` minted per run: its id (from LangGraph's task id).
+_INTERRUPT = "langgraph.types.Interrupt"
+
+
 def _without_ids(value: Any) -> Any:
-    """A canonical view without the tool-call ids a ToolMessage answers (minted per run; the
-    canonical view already leaves out message ids, AI tool-call ids, metadata and usage)."""
+    """A canonical view without the ids minted per run that it still holds: the tool-call id
+    a ToolMessage answers and an ``Interrupt``'s id (the canonical view already leaves out
+    message ids, AI tool-call ids, metadata and usage)."""
     if isinstance(value, dict):
         message = value.get("__message__")
         if isinstance(message, dict) and "tool_call_id" in message:
@@ -334,6 +365,11 @@ def _without_ids(value: Any) -> Any:
                     k: _without_ids(v) for k, v in message.items() if k != "tool_call_id"
                 }
             }
+        typed = value.get("__dataclass__")
+        if isinstance(typed, list) and len(typed) == 2 and typed[0] == _INTERRUPT:
+            fields = typed[1].get("__map__", {}) if isinstance(typed[1], dict) else {}
+            kept = {k: _without_ids(v) for k, v in fields.items() if k != "id"}
+            return {"__dataclass__": [_INTERRUPT, {"__map__": kept}]}
         return {k: _without_ids(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_without_ids(v) for v in value]

@@ -75,6 +75,11 @@ def _input_lines(diff: InputDiff) -> list[str]:
         return ["  input: [yellow]input data is missing[/] for this boundary in a run"]
     if not diff.changed:
         return [f"  input: same (fingerprint {visible((diff.fingerprint_a or '')[:12])}…)"]
+    if not diff.viewed:
+        return [
+            "  input differs: its fingerprint (no input view was kept for it: a graph call "
+            "keeps only the fingerprint of its input, thread id and config)"
+        ]
     lines = ["  input differs:"]
     lines.extend(f"    message {m.index} {_message_line(m)}" for m in diff.messages)
     if any(None in (m.text_a, m.text_b) and m.change == "changed" for m in diff.messages):

@@ -86,8 +86,9 @@ class InputDiff:
 
     ``changed`` is None when a run has no input data for it (a row committed before input
     data existed). ``messages``, ``tools``, ``settings`` and ``fields`` come from the input
-    views; all empty while ``changed`` is True means the difference is outside what a view
-    shows (which tool result answers which call).
+    views; ``viewed`` is False when a run kept none (a graph call keeps only the fingerprint
+    of its input, thread and config). All empty while ``changed`` is True and ``viewed``
+    means the difference is outside what a view shows (which tool result answers which call).
     """
 
     changed: bool | None
@@ -97,6 +98,7 @@ class InputDiff:
     tools: tuple[ValueChange, ...] = ()
     settings: tuple[ValueChange, ...] = ()
     fields: tuple[ValueChange, ...] = ()
+    viewed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
