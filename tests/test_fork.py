@@ -271,6 +271,25 @@ def test_the_command_line_forks_and_prints_the_new_run_id(
     assert ambiguous.exit_code == 2 and "lookup_ticket#1" in ambiguous.output
 
 
+def test_under_the_graph_call_strategy_the_graph_call_around_the_cut_executes(
+    configured_sqlite: Any, tmp_path: Path
+) -> None:
+    effects = tmp_path / "effects"
+
+    def program(run_id: str) -> Any:
+        runner = spanpoint.GraphRunner(make_runner(effects).graph, name="support")
+        with spanpoint.run(rid(run_id)):  # the same thread: the same graph-call input
+            return runner.invoke(REQUEST, thread_id="thread-1")
+
+    program("orig")
+    kinds = [cp.kind for cp in configured_sqlite.store.list_checkpoints(rid("orig"))]
+    assert kinds[-1] == "graph_call"  # committed around every call: it is not copied
+    fork("orig", at="support/lookup_ticket#2", output="gone", new_run_id="f")
+    effects.unlink()
+    assert tool_texts(program("f"))[1] == "gone"
+    assert read_effects(effects) == {"model": 2}
+
+
 def test_a_fork_at_a_nested_step_executes_the_step_around_it(
     configured_sqlite: Any, tmp_path: Path
 ) -> None:
