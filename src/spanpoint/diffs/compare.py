@@ -383,7 +383,7 @@ def _output_diff(cp_a: Checkpoint | None, cp_b: Checkpoint | None, notes: list[s
             texts.append(None)
             continue
         try:
-            texts.append(output_texts(_decoded(cp)))
+            texts.append(output_texts(_outcome(cp, _decoded(cp))))
         except SpanpointError as exc:
             texts.append(None)
             errors.append(f"run {cp.run_id!r}: {exc}")
