@@ -115,6 +115,7 @@ def test_sync_is_the_default_and_commits_before_the_boundary_returns(
         for i in range(3):
             add(i)
             assert len(store.list_checkpoints("sync-1")) == i + 1
+    assert semconv.RUN_DURABILITY not in (configured_sqlite.runs()[-1].attributes or {})
 
 
 def test_durability_comes_from_configure_then_the_environment(
@@ -173,6 +174,7 @@ def test_async_returns_before_the_commit_lands_and_keeps_the_lease(
     assert [cp.key for cp in store.list_checkpoints("async-1")] == [key]
     assert run.status == "completed" and run.warnings == []
     assert store.claim(key, new_owner_id(), 60.0).state == "committed"
+    assert telemetry.runs()[-1].attributes[semconv.RUN_DURABILITY] == "async"  # type: ignore[index]
 
 
 @pytest.mark.postgres

@@ -343,6 +343,8 @@ class run:
         }
         if self.name:
             attrs[semconv.RUN_NAME] = self.name
+        if scope.durability == "async":  # the default, "sync", is not repeated on every run
+            attrs[semconv.RUN_DURABILITY] = "async"
         self._fork = fork_origin(store, self.run_id)
         links = _fork_links(self._fork, attrs) if self._fork else None
         self._span_cm = cfg.tracer.start_as_current_span(

@@ -81,6 +81,8 @@ RUN_NAME: Final = "spanpoint.run.name"
 RUN_ATTEMPT: Final = "spanpoint.run.attempt"
 RUN_STATUS: Final = "spanpoint.run.status"
 RUN_COMMIT_FAILURES: Final = "spanpoint.run.commit_failures"
+#: ``"async"`` on a run whose checkpoints a background committer wrote (absent: ``"sync"``).
+RUN_DURABILITY: Final = "spanpoint.run.durability"
 
 BOUNDARY_KIND: Final = "spanpoint.boundary.kind"
 BOUNDARY_NAME: Final = "spanpoint.boundary.name"
