@@ -67,69 +67,88 @@ def own_call(graph: Any) -> bool:
 @contextmanager
 def runner_call(graph: Any, strategy: str) -> Iterator[None]:
     """The scope of one runner call: nested graph calls made inside it get their spans."""
-    token = object()
-    _install(token)
-    scope = CURRENT.set(RunnerCall(graph, strategy))
-    try:
-        yield
-    finally:
-        CURRENT.reset(scope)
-        _uninstall(token)
+    with _installed():
+        scope = CURRENT.set(RunnerCall(graph, strategy))
+        try:
+            yield
+        finally:
+            CURRENT.reset(scope)
 
 
 def scoped_stream(graph: Any, strategy: str, chunks: Iterator[Any]) -> Iterator[Any]:
     """``chunks`` (a runner's stream), with each step computed inside the runner call's
     scope: never across a ``yield``, so a consumer holding a chunk is outside it."""
-    token = object()
-    _install(token)
-    call = RunnerCall(graph, strategy)  # on the first step: where the caller iterates
-    try:
-        while True:
-            scope = CURRENT.set(call)
+    with _installed():
+        stream = _Scoped(graph, strategy, chunks)  # on the first step: where the caller iterates
+        while (chunk := stream.step()) is not _END:
             try:
-                chunk = next(chunks, _END)
-            finally:
-                CURRENT.reset(scope)
-            if chunk is _END:
-                return
-            yield chunk
-    except GeneratorExit:
-        close = getattr(chunks, "close", None)
-        if callable(close):
-            close()  # the runner's stream ends its span as closed early
-        raise
-    finally:
-        _uninstall(token)
+                yield chunk
+            except GeneratorExit:
+                stream.close()  # the runner's stream ends its span as closed early
+                raise
 
 
 async def ascoped_stream(
     graph: Any, strategy: str, chunks: AsyncIterator[Any]
 ) -> AsyncIterator[Any]:
     """The async form of :func:`scoped_stream`."""
-    token = object()
-    _install(token)
-    call = RunnerCall(graph, strategy)
-    try:
-        while True:
-            scope = CURRENT.set(call)
+    with _installed():
+        stream = _Scoped(graph, strategy, chunks)
+        while (chunk := await stream.astep()) is not _END:
             try:
-                chunk = await anext(chunks, _END)
-            finally:
-                CURRENT.reset(scope)
-            if chunk is _END:
-                return
-            yield chunk
-    except GeneratorExit:
-        close = getattr(chunks, "aclose", None)
-        if callable(close):
-            await close()
-        raise
-    finally:
-        _uninstall(token)
+                yield chunk
+            except GeneratorExit:
+                await stream.aclose()
+                raise
 
 
 #: The end of a stream (``next(chunks, _END)``).
 _END: Any = object()
+
+
+class _Scoped:
+    """A runner's stream and its runner call: each step inside the call's scope."""
+
+    __slots__ = ("call", "chunks")
+
+    def __init__(self, graph: Any, strategy: str, chunks: Any) -> None:
+        self.call = RunnerCall(graph, strategy)
+        self.chunks = chunks
+
+    def step(self) -> Any:
+        scope = CURRENT.set(self.call)
+        try:
+            return next(self.chunks, _END)
+        finally:
+            CURRENT.reset(scope)
+
+    async def astep(self) -> Any:
+        scope = CURRENT.set(self.call)
+        try:
+            return await anext(self.chunks, _END)
+        finally:
+            CURRENT.reset(scope)
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if callable(close):
+            close()
+
+    async def aclose(self) -> None:
+        close = getattr(self.chunks, "aclose", None)
+        if callable(close):
+            await close()
+
+
+@contextmanager
+def _installed() -> Iterator[None]:
+    """The patches installed while the block runs (one holder token, see :func:`_install`)."""
+    token = object()
+    _install(token)
+    try:
+        yield
+    finally:
+        _uninstall(token)
 
 
 # --- who traces nested calls ---------------------------------------------------------------
@@ -244,8 +263,8 @@ def _open(graph: Any, call: RunnerCall, args: tuple[Any, ...], kwargs: dict[str,
     return span, thread_id
 
 
-def _close(span: trace.Span, output: Any, thread_id: Any) -> None:
-    """End a nested call's span OK: its pause, and its result's attributes."""
+def _close(span: trace.Span, output: Any, thread_id: Any) -> Any:
+    """End a nested call's span OK: its pause, and its result's attributes; ``output``."""
     if span.is_recording():
         try:
             interrupts = output_interrupts(output)
@@ -261,6 +280,7 @@ def _close(span: trace.Span, output: Any, thread_id: Any) -> None:
         except Exception as exc:  # observability is best effort
             span.set_attribute(semconv.WARNINGS, [f"describe failed: {exception_text(exc)}"])
     spans.end_ok(span)
+    return output
 
 
 def _invoke(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -276,8 +296,7 @@ def _invoke(original: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as exc:  # a sub-agent's interrupt too: one rule (spans.fail)
             spans.fail_span(span, exc)
             raise
-        _close(span, output, thread_id)
-        return output
+        return _close(span, output, thread_id)
 
     return invoke
 
@@ -294,7 +313,6 @@ def _ainvoke(original: Callable[..., Any]) -> Callable[..., Any]:
         except BaseException as exc:  # a sub-agent's interrupt too: one rule (spans.fail)
             spans.fail_span(span, exc)
             raise
-        _close(span, output, thread_id)
-        return output
+        return _close(span, output, thread_id)
 
     return ainvoke
