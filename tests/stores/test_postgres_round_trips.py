@@ -23,6 +23,10 @@ from spanpoint.stores.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
 
+# Long leases: the heartbeat renews every TTL / 3, and a renewal inside a measured window
+# would be counted as that call's round trip.
+TTL_S = 600.0
+
 
 def checkpoint(key: str, run_id: str = "r") -> Checkpoint:
     return Checkpoint(key, run_id, "p", "n", "step", 0, "json", b"1", "ab" * 16, "cd" * 8)
@@ -71,9 +75,9 @@ def round_trips_of_one_run(store: PostgresStore, wire: Wire) -> dict[str, int]:
     journal = [record(run_id, key, "replayed"), record(run_id, "k2", "failed")]
     calls = {
         "start_run": lambda: store.start_run(run_id, "name"),
-        "claim (a new key)": lambda: store.claim(key, "owner", 30.0),
+        "claim (a new key)": lambda: store.claim(key, "owner", TTL_S),
         "put (the commit)": lambda: store.put(checkpoint(key, run_id), owner="owner"),
-        "claim (committed: a replay)": lambda: store.claim(key, "other", 30.0),
+        "claim (committed: a replay)": lambda: store.claim(key, "other", TTL_S),
         "get": lambda: store.get(key),
         "finish_run (with a journal)": lambda: store.finish_run(run_id, "completed", journal),
     }
@@ -83,7 +87,7 @@ def round_trips_of_one_run(store: PostgresStore, wire: Wire) -> dict[str, int]:
             call()
         trips[name] = got[0]
     # ... and each did its work.
-    assert store.claim(key, "x", 30.0).state == "committed"
+    assert store.claim(key, "x", TTL_S).state == "committed"
     assert [r.status for r in store.list_journal(run_id)] == ["replayed", "failed"]
     assert store.get_run(run_id).status == "completed"  # type: ignore[union-attr]
     return trips
@@ -132,7 +136,7 @@ def test_the_lease_does_not_wait_for_the_wal_flush_and_the_commit_does(pg_dsn: s
         flushed_stats()
         before = wal_writes(pg_dsn)
         for key in keys:
-            assert store.claim(key, "owner", 30.0).state == "acquired"
+            assert store.claim(key, "owner", TTL_S).state == "acquired"
         flushed_stats()
         after_claims = wal_writes(pg_dsn)
         for key in keys:
@@ -150,7 +154,7 @@ def test_a_worker_running_boundaries_one_at_a_time_holds_one_connection(pg_dsn: 
     try:
         for _ in range(20):
             key = uuid.uuid4().hex
-            store.claim(key, "owner", 30.0)
+            store.claim(key, "owner", TTL_S)
             store.put(checkpoint(key), owner="owner")
         # The pool counts a connection it is still opening: nothing is on its way either.
         assert store._pool.get_stats()["pool_size"] == 1
@@ -178,7 +182,7 @@ def test_a_lease_wait_reads_the_row_by_its_key_not_every_pending_lease(
 
     for _ in range(300):  # committed boundaries leave their old lease entries until a vacuum
         key = uuid.uuid4().hex
-        store.claim(key, "owner", 30.0)
+        store.claim(key, "owner", TTL_S)
         store.put(checkpoint(key), owner="owner")
     assert store.claim("busy", "holder", 600.0).state == "acquired"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -186,11 +190,11 @@ def test_a_lease_wait_reads_the_row_by_its_key_not_every_pending_lease(
         with conn.transaction(force_rollback=True):
             (plan,) = conn.execute(
                 "EXPLAIN (ANALYZE, FORMAT JSON) " + CLAIM,
-                {"key": "busy", "owner": "waiter", "ttl": 30.0},
+                {"key": "busy", "owner": "waiter", "ttl": TTL_S},
             ).fetchone()  # type: ignore[misc]
     read = [(s["Node Type"], s.get("Index Name")) for s in scans(plan[0]["Plan"])]
     # One lookup by primary key (the row as the snapshot sees it), then the upsert's own
     # conflict check; never a scan of the pending-leases index or of the table.
     assert read == [("Index Scan", "spanpoint_checkpoints_pkey")]
-    held = store.claim("busy", "waiter", 30.0)
+    held = store.claim("busy", "waiter", TTL_S)
     assert (held.state, held.owner) == ("held", "holder")
