@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -67,6 +67,7 @@ T = TypeVar("T")
 
 #: Seconds a pooled connection above ``min_connections`` may sit unused before it is closed.
 MAX_IDLE_S = 60.0
+TUPLES_OK = pq.ExecStatus.TUPLES_OK
 
 
 class PostgresStore(RunPages):
@@ -196,7 +197,10 @@ class PostgresStore(RunPages):
     ) -> list[tuple[Any, ...]]:
         def op(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             cur = conn.execute(query, params)  # type: ignore[arg-type]
-            return cur.fetchall() if cur.description is not None else []
+            # The result's status, not `cur.description`: that builds a Column object per
+            # result column (22 for a claim), 20-30 µs of a worker's CPU per boundary.
+            result = cur.pgresult
+            return cur.fetchall() if result is not None and result.status == TUPLES_OK else []
 
         return self._run(operation, op)
 
