@@ -110,24 +110,19 @@ class _Call:
         "owner",
         "parent",
         "path",
+        "position",
         "scope",
         "spec",
         "tracer",
     )
 
+    #: The boundary's frame, made by :meth:`start` when the body executes: a replay opens no
+    #: frame, so it builds none.
+    frame: Frame
+
     def __init__(self, spec: BoundarySpec) -> None:
         self.spec = spec
         self.tracer = settings().tracer
-        scope: RunScope | None = None
-        parent: Frame | None = None
-        if spec.replay:
-            # The run and its innermost frame, unless a registered provider anchors the
-            # boundary elsewhere (on the framework task it runs in: run.boundary_parent).
-            scope, parent = boundary_parent(current_run())
-            if scope is None:
-                warn_outside_run(spec.name)  # a run open elsewhere, not in this context?
-        self.scope = scope
-        self.parent = parent if scope is not None else None
         self.claimed = False
         self.owner = ""  # this execution's lease owner, made at the first claim
         self.holder: Claim | None = None
@@ -135,46 +130,48 @@ class _Call:
         self.fingerprint: str | None = None
         self.identity: str | None = None
         self.ordinal = 0
-        parent_path = self.parent.path if self.parent else ""
-        self.path = f"{parent_path}/{spec.name}" if parent_path else spec.name
+        self.position = ""
+        name = spec.name
         attrs = spec.attributes
         attrs[semconv.BOUNDARY_KIND] = spec.kind
-        attrs[semconv.BOUNDARY_NAME] = spec.name
-        if scope is not None and self.parent is not None:
-            try:
-                fp = spec.fingerprint or serde.fingerprint(spec.identity)
-            except UnfingerprintableInputError as exc:
-                # Not cacheable: executed every time, never keyed by a type name (a key
-                # shared by different inputs would replay one input's output for another).
-                message = f"boundary {self.path!r} is not cacheable, executing: {exc}"
-                scope.warn(message)
-                attrs[semconv.WARNINGS] = [message]
-                self.scope = None
-                self.frame = Frame(self.path, self.key, kind=spec.kind, task=self.parent.task)
-                return
-            self.ordinal = self.parent.next_ordinal(spec.name, fp)
-            self.fingerprint = fp
-            # Kept with the checkpoint: what a fork needs to key it for another run id.
-            self.identity = identity = f"{self.parent.identity}/{spec.name}"
-            self.key = serde.checkpoint_key(scope.run_id, identity, self.ordinal, fp)
-            # The frame's identity is the same key without the run id: what children hash
-            # into theirs, so the run id enters every key once (run.Frame, forks.py).
-            position = serde.checkpoint_key("", identity, self.ordinal, fp)
-            attrs[semconv.RUN_ID] = scope.run_id
-            attrs[semconv.BOUNDARY_PATH] = self.path
-            attrs[semconv.BOUNDARY_ORDINAL] = self.ordinal
-            attrs[semconv.CHECKPOINT_KEY] = self.key
-        else:
-            position = ""
-        parent = self.parent
-        self.frame = Frame(
-            self.path,
-            position,
-            kind=spec.kind,
-            task=parent.task if parent else None,
-            anchor=parent.anchor if parent and spec.kind == semconv.KIND_GRAPH_CALL else None,
-            key=self.key,
-        )
+        attrs[semconv.BOUNDARY_NAME] = name
+        scope: RunScope | None = None
+        parent: Frame | None = None
+        if spec.replay:
+            # The run and its innermost frame, unless a registered provider anchors the
+            # boundary elsewhere (on the framework task it runs in: run.boundary_parent).
+            scope, parent = boundary_parent(current_run())
+            if scope is None:
+                warn_outside_run(name)  # a run open elsewhere, not in this context?
+                parent = None
+        self.scope = scope
+        self.parent = parent
+        parent_path = parent.path if parent is not None else ""
+        self.path = path = f"{parent_path}/{name}" if parent_path else name
+        if scope is None or parent is None:
+            return
+        try:
+            fp = spec.fingerprint or serde.fingerprint(spec.identity)
+        except UnfingerprintableInputError as exc:
+            # Not cacheable: executed every time, never keyed by a type name (a key
+            # shared by different inputs would replay one input's output for another).
+            message = f"boundary {path!r} is not cacheable, executing: {exc}"
+            scope.warn(message)
+            attrs[semconv.WARNINGS] = [message]
+            self.scope = None
+            return
+        self.ordinal = ordinal = parent.next_ordinal(name, fp)
+        self.fingerprint = fp
+        # Kept with the checkpoint: what a fork needs to key it for another run id.
+        self.identity = identity = f"{parent.identity}/{name}"
+        self.key = key = serde.checkpoint_key(scope.run_id, identity, ordinal, fp)
+        # The frame's identity is the same key without the run id: what children hash
+        # into theirs, so the run id enters every key once (run.Frame, forks.py).
+        self.position = serde.checkpoint_key("", identity, ordinal, fp)
+        attrs[semconv.RUN_ID] = scope.run_id
+        attrs[semconv.BOUNDARY_PATH] = path
+        attrs[semconv.BOUNDARY_ORDINAL] = ordinal
+        attrs[semconv.CHECKPOINT_KEY] = key
 
     # --- lookup --------------------------------------------------------------------------
 
@@ -310,7 +307,20 @@ class _Call:
             self.spec.span_name, kind=self.spec.span_kind, attributes=attrs
         )
         ctx = span.get_span_context()
-        self.frame.span_id = format(ctx.span_id, "016x")
+        parent, keyed = self.parent, self.scope is not None
+        self.frame = Frame(
+            self.path,
+            self.position,
+            format(ctx.span_id, "016x"),
+            kind=self.spec.kind,
+            task=parent.task if parent is not None else None,
+            # A graph call's task frames anchor on its parent's anchor (a resume is another
+            # graph call of the same tasks); an uncacheable one has no key to share.
+            anchor=parent.anchor
+            if keyed and parent is not None and self.spec.kind == semconv.KIND_GRAPH_CALL
+            else None,
+            key=self.key,
+        )
         return _Execution(self, span, ctx)
 
     def _describe(self, span: trace.Span, output: Any) -> None:
