@@ -541,12 +541,12 @@ _REQUEST_IDENTITIES: dict[Any, str] = {}
 
 
 def _conversation_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
-    """:func:`message_digest` of every message; the memo's hit path inlined (every model call
-    walks the whole conversation, so this loop is per message of every call).
+    """:func:`message_digest` of every message; the memo's hit path inlined.
 
-    Reusing the previous call's conversation as a whole was measured slower: proving in C
-    that its messages are still the same objects with the same content costs more per
-    message than this loop's memo hits.
+    Called with a conversation's new messages (:func:`_incremental`), or with all of them
+    when no kept running state covers a prefix. Proving that a prefix's messages still hold
+    the same content objects costs about what this loop's memo hits cost (measured); the edit
+    hook is what lets the running state skip the prefix, checked only for identity.
     """
     cache_get = _MESSAGE_DIGESTS.get
     digests: list[bytes] = []
