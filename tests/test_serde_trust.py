@@ -287,6 +287,44 @@ def test_an_input_without_readable_state_is_not_cacheable(
     assert "not cacheable" in span.attributes[semconv.WARNINGS][0]
 
 
+def test_the_children_of_an_uncacheable_step_never_share_keys_with_top_level_calls(
+    configured: Telemetry, tmp_path: Path
+) -> None:
+    # An uncacheable step still runs its children as boundaries. Their keys must hang under a
+    # position of its own: under the run root's empty identity, `inner(1)` inside `outer` and
+    # `inner(1)` called next at the top level had one key, and the second replayed the first.
+    effects = tmp_path / "effects.txt"
+
+    @spanpoint.step
+    def inner(x: int, where: str) -> str:
+        count_effect(effects, f"inner-{where}")
+        return f"{where}-{x}"
+
+    @spanpoint.step
+    def outer(lock: object) -> str:
+        return inner(1, "nested")
+
+    @spanpoint.step
+    def top() -> str:
+        return inner(1, "nested")  # the same name and input as outer's child
+
+    for _attempt in range(2):
+        with spanpoint.run("uncacheable-parent"):
+            assert outer(threading.Lock()) == "nested-1"
+            assert top() == "nested-1"
+            assert inner(1, "nested") == "nested-1"
+    # Attempt 1 executes each of the three inner(1) calls (three positions); attempt 2
+    # replays `top`'s and the top-level one and the nested one under the uncacheable step,
+    # which always executes, replays its child by the child's own position.
+    counts = read_effects(effects)
+    assert counts["inner-nested"] == 3, counts
+    paths = sorted(
+        "/".join(part.rsplit(".", 1)[-1] for part in cp.path.split("/"))
+        for cp in configured.store.list_checkpoints("uncacheable-parent")
+    )
+    assert paths == ["inner", "outer/inner", "top", "top/inner"], paths
+
+
 @pytest.mark.parametrize("value", [object(), lambda: 1, threading.Lock()])
 def test_opaque_values_raise_instead_of_hashing_a_type_name(value: object) -> None:
     with pytest.raises(spanpoint.UnfingerprintableInputError):

@@ -96,6 +96,10 @@ class BoundarySpec:
     decode: Callable[[Any], Any] | None = None
 
 
+#: What stands for the fingerprint in an uncacheable boundary's position (a real one is hex).
+_UNCACHEABLE = "uncacheable"
+
+
 class _Call:
     """One pass through one boundary. Not reused; not shared between threads."""
 
@@ -159,6 +163,12 @@ class _Call:
             scope.warn(message)
             attrs[semconv.WARNINGS] = [message]
             self.scope = None
+            # Its children are still boundaries: they hang under a position of its own (no
+            # fingerprint is a bare word), never under the run root's empty identity, where
+            # they would share keys with top-level calls of the same name and input.
+            ordinal = parent.next_ordinal(name, _UNCACHEABLE)
+            at = f"{parent.identity}/{name}"
+            self.position = serde.checkpoint_key("", at, ordinal, _UNCACHEABLE)
             return
         self.ordinal = ordinal = parent.next_ordinal(name, fp)
         self.fingerprint = fp
