@@ -578,6 +578,32 @@ def test_one_inserted_message_is_one_addition() -> None:
     assert changes == (MessageChange(1, "removed", "human", None, "b", None),)
 
 
+def test_a_long_conversation_keeps_its_newest_messages_and_names_changes_by_their_index(
+) -> None:
+    # A model call's input view keeps the system prompt and the newest VIEW_MESSAGES
+    # messages (a view of all of them made every checkpoint as long as the run so far).
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from spanpoint.calls.inputs import VIEW_MESSAGES, model_input_view
+    from spanpoint.capture import default_policy
+
+    n = VIEW_MESSAGES + 10
+    history = [HumanMessage(f"turn {i}") for i in range(n)]
+    view_a = model_input_view(history, default_policy(), system_message=SystemMessage("sys"))
+    assert len(view_a["messages"]) == VIEW_MESSAGES + 1
+    assert view_a["messages"][0]["role"] == "system"
+    assert (view_a["omitted"], view_a["omitted_at"]) == (10, 1)
+    assert view_a["messages"][1]["chars"] == len("turn 10")
+    # One more turn, and the last one of the first run changed: each view left out a
+    # different count, yet the changes name conversation indexes (the system prompt is 0).
+    changed = [*history[:-1], HumanMessage("turn X"), HumanMessage("turn new")]
+    view_b = model_input_view(changed, default_policy(), system_message=SystemMessage("sys"))
+    assert view_b["omitted"] == 11
+    pos = ((view_a["omitted_at"], view_a["omitted"]), (view_b["omitted_at"], view_b["omitted"]))
+    changes = message_changes(view_a["messages"], view_b["messages"], positions=pos)
+    assert [(c.index, c.change) for c in changes] == [(n, "changed"), (n + 1, "added")]
+
+
 def test_model_settings_and_tool_definitions_are_compared_by_name() -> None:
     def cp(view: dict[str, Any], fp: str) -> Checkpoint:
         return Checkpoint(

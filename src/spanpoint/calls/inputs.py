@@ -5,7 +5,9 @@ checkpoint keeps (``Checkpoint.input_view``, which ``spanpoint diff`` compares a
 checks), and the request a cassette records to say what changed on a miss.
 
 - a model call: ``{"messages": [{"role", "digest", "text", "chars"[, "tool_calls"]}...],
-  "tools": [{"name", "digest"}...], "settings": {...}}``;
+  "tools": [{"name", "digest"}...], "settings": {...}}``, the messages the system prompt and
+  the newest :data:`VIEW_MESSAGES` (then ``"omitted"``: how many were left out, at list
+  position ``"omitted_at"``);
 - a tool call: ``{"args": <redacted arguments>}``.
 
 Each message carries the digest of its whole content (:func:`identity.message_digest`,
@@ -31,6 +33,9 @@ from spanpoint.capture import CapturePolicy, redact_text
 
 #: Characters of one message's text kept in an input view (the digest covers all of it).
 TEXT_LIMIT = 2000
+
+#: Messages a model call's input view keeps: the system prompt and the newest ones.
+VIEW_MESSAGES = 64
 
 
 def _text(content: Any) -> str:
@@ -134,12 +139,24 @@ def model_input_view(
 ) -> dict[str, Any]:
     """The input view of one model call: its messages (the system prompt first), its tool
     definitions and its settings, redacted."""
-    listed = [system_message, *messages] if system_message is not None else list(messages)
-    return {
-        "messages": message_views(listed, capture),
+    # The last VIEW_MESSAGES messages only: every model call of an agent sees the whole
+    # conversation again, and a view of all of it made each checkpoint as long as the run so
+    # far (quadratic bytes in the store; issue 18, run length). A diff's first divergent call
+    # differs in its newest messages (the older ones were the previous call's, which did not
+    # diverge), and the fingerprint still covers every message.
+    tail = list(messages[-VIEW_MESSAGES:]) if len(messages) > VIEW_MESSAGES else list(messages)
+    view: dict[str, Any] = {
+        "messages": message_views(
+            [system_message, *tail] if system_message is not None else tail, capture
+        ),
         "tools": tool_views(tools),
         "settings": capture.redact(dict(settings or {})),
     }
+    if len(tail) < len(messages):
+        # Left out: `omitted` messages, right after the system prompt (or from the start).
+        view["omitted"] = len(messages) - len(tail)
+        view["omitted_at"] = 1 if system_message is not None else 0
+    return view
 
 
 def tool_input_view(args: Any, capture: CapturePolicy) -> dict[str, Any]:

@@ -219,12 +219,16 @@ def input_diff(cp_a: Checkpoint, cp_b: Checkpoint) -> InputDiff:
     view_a, view_b = cp_a.input_view, cp_b.input_view
     if not changed or view_a == view_b:
         return InputDiff(changed, cp_a.fingerprint, cp_b.fingerprint)
-    other = sorted((set(view_a) | set(view_b)) - {"messages", "tools", "settings"})
+    other = sorted((set(view_a) | set(view_b)) - {"messages", "tools", "settings", *_OMITTED})
     return InputDiff(
         changed,
         cp_a.fingerprint,
         cp_b.fingerprint,
-        messages=message_changes(view_a.get("messages") or [], view_b.get("messages") or []),
+        messages=message_changes(
+            view_a.get("messages") or [],
+            view_b.get("messages") or [],
+            positions=(_positions(view_a), _positions(view_b)),
+        ),
         tools=_named_changes(view_a.get("tools") or [], view_b.get("tools") or []),
         settings=_mapping_changes(view_a.get("settings") or {}, view_b.get("settings") or {}),
         fields=_mapping_changes(
@@ -244,9 +248,42 @@ def _field(message: Any, name: str) -> Any:
     return message.get(name) if isinstance(message, Mapping) else None
 
 
-def message_changes(a: Sequence[Any], b: Sequence[Any]) -> tuple[MessageChange, ...]:
+#: What an input view says of the messages it left out (calls.inputs.model_input_view).
+_OMITTED = ("omitted", "omitted_at")
+
+
+def _positions(view: Mapping[str, Any]) -> tuple[int, int]:
+    """(list position where messages were left out, how many): a view's list position ``p``
+    is conversation index ``p`` before the cut and ``p + count`` after it."""
+    return int(view.get("omitted_at") or 0), int(view.get("omitted") or 0)
+
+
+def message_changes(
+    a: Sequence[Any],
+    b: Sequence[Any],
+    *,
+    positions: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0)),
+) -> tuple[MessageChange, ...]:
     """Messages changed, added or removed from conversation ``a`` to ``b``, matched by digest
-    (a longest-common-subsequence match, so one inserted message is one addition)."""
+    (a longest-common-subsequence match, so one inserted message is one addition). With
+    ``positions`` (see :func:`_positions`), views that left their older messages out still
+    name each change by its index in the whole conversation."""
+    (at_a, gone_a), (at_b, gone_b) = positions
+    # Compare from the same conversation index on: the view that left out fewer messages
+    # drops its extra older ones (the other view cannot say whether they differ).
+    if gone_a < gone_b:
+        a = [*a[:at_a], *a[at_a + gone_b - gone_a :]]
+        gone_a = gone_b
+    elif gone_b < gone_a:
+        b = [*b[:at_b], *b[at_b + gone_a - gone_b :]]
+        gone_b = gone_a
+
+    def index_a(p: int) -> int:
+        return p if p < at_a else p + gone_a
+
+    def index_b(p: int) -> int:
+        return p if p < at_b else p + gone_b
+
     matcher = difflib.SequenceMatcher(
         None, [_message_key(m) for m in a], [_message_key(m) for m in b], autojunk=False
     )
@@ -256,10 +293,15 @@ def message_changes(a: Sequence[Any], b: Sequence[Any]) -> tuple[MessageChange, 
             continue
         pairs = min(i2 - i1, j2 - j1) if op == "replace" else 0
         for k in range(pairs):
-            out.append(_message_change(i1 + k, "changed", a[i1 + k], b[j1 + k]))
-        out.extend(_message_change(i, "removed", a[i], None) for i in range(i1 + pairs, i2))
-        out.extend(_message_change(j, "added", None, b[j]) for j in range(j1 + pairs, j2))
+            out.append(_message_change(index_a(i1 + k), "changed", a[i1 + k], b[j1 + k]))
+        out.extend(
+            _message_change(index_a(i), "removed", a[i], None) for i in range(i1 + pairs, i2)
+        )
+        out.extend(
+            _message_change(index_b(j), "added", None, b[j]) for j in range(j1 + pairs, j2)
+        )
     return tuple(out)
+
 
 
 def _message_change(index: int, change: Change, x: Any, y: Any) -> MessageChange:
