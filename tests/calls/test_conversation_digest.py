@@ -202,9 +202,13 @@ def test_a_hook_replaced_by_another_library_is_installed_again(
 def test_kept_conversations_do_not_keep_messages_alive() -> None:
     messages = agent(5)
     refs = [weakref.ref(m) for m in messages]
-    del messages
     gc.collect()
-    assert all(ref() is None for ref in refs)
+    gc.disable()  # freed as soon as the conversation is: no cycle left for the collector
+    try:
+        del messages
+        assert all(ref() is None for ref in refs)
+    finally:
+        gc.enable()
 
 
 def test_the_hook_keeps_pydantic_assignment_semantics() -> None:
@@ -215,3 +219,22 @@ def test_the_hook_keeps_pydantic_assignment_semantics() -> None:
     assert "content" in message.model_fields_set
     with pytest.raises(AttributeError):
         del message.no_such_field
+
+
+def test_an_evicted_conversation_lets_its_prefix_go() -> None:
+    """At most a bounded number of running states are kept; one evicted releases its prefix at
+    once, even while its last message lives on (held by a caller)."""
+    messages = agent(2)
+    last = messages[-1]
+    refs = [weakref.ref(m) for m in messages[:-1]]
+    del messages
+    others = [HumanMessage(f"other conversation {n}") for n in range(identity._MAX_CONVERSATIONS)]
+    gc.collect()
+    gc.disable()  # released by reference counting, not left to the cyclic collector
+    try:
+        for other in others:  # kept alive, so their running states stay and push the first out
+            fingerprint([other])
+        assert all(ref() is None for ref in refs)
+    finally:
+        gc.enable()
+    assert last.content == "item 1"

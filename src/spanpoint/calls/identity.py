@@ -408,7 +408,9 @@ def _noted(message: BaseMessage) -> bool:
 def _keep(state: _Conversation, last: BaseMessage) -> None:
     key = id(last)
     try:
-        state.last = weakref.ref(last, lambda _ref: _drop(key, state))
+        # The callback holds the key only: a state it held would be a cycle (state -> ref
+        # -> callback -> state) that only the cyclic collector frees, with its prefix.
+        state.last = weakref.ref(last, lambda ref: _drop(key, ref))
     except TypeError:  # not weak-referenceable: not kept
         return
     _CONVERSATIONS.pop(key, None)
@@ -417,8 +419,9 @@ def _keep(state: _Conversation, last: BaseMessage) -> None:
         _CONVERSATIONS.pop(next(iter(_CONVERSATIONS)), None)
 
 
-def _drop(key: int, state: _Conversation) -> None:
-    if _CONVERSATIONS.get(key) is state:  # not a newer conversation ending on that id
+def _drop(key: int, ref: weakref.ref[BaseMessage]) -> None:
+    found = _CONVERSATIONS.get(key)
+    if found is not None and found.last is ref:  # not a newer conversation ending on that id
         _CONVERSATIONS.pop(key, None)
 
 
