@@ -34,8 +34,6 @@ from rich.tree import Tree
 from spanpoint import __version__
 from spanpoint._terminal import quoted, visible
 from spanpoint.calls.cost import Totals, run_cost
-from spanpoint.diffs import diff_runs
-from spanpoint.diffs import render as render_diff
 from spanpoint.errors import SpanpointError
 from spanpoint.stores import CheckpointStore, RunRecord, open_store
 from spanpoint.stores.base import RunCursor
@@ -340,6 +338,9 @@ def diff(
 
     Exit status: 0 when the runs are equal, 1 when they diverge, 2 on bad input.
     """
+    from spanpoint.diffs import diff_runs  # for import time: not loaded for --help
+    from spanpoint.diffs import render as render_diff  # for import time: likewise
+
     with _opened(store) as st:
         result = diff_runs(st, run_a, run_b)
     if as_json:

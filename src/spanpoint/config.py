@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -32,7 +31,6 @@ from spanpoint.capture import CapturePolicy, set_default_policy
 from spanpoint.errors import ConfigurationError
 from spanpoint.processor import DURABILITIES, CheckpointSpanProcessor, Durability, DurableSampler
 from spanpoint.stores import CheckpointStore, open_store
-from spanpoint.telemetry import exporters as _exporters
 from spanpoint.telemetry import set_logger_source, set_meter_source
 
 DEFAULT_TRACE_FILE = ".spanpoint/traces.jsonl"
@@ -370,6 +368,12 @@ def _resolve_provider(
     if explicit is not None:
         # A non-SDK provider (a no-op one): boundaries commit directly, nothing is exported.
         return provider, "none (non-SDK tracer provider)"
+    # For import time: the SDK's resources, logs and metrics, only when spanpoint builds its own
+    # providers (not for `spanpoint --help`, nor under an application's provider).
+    from opentelemetry.sdk.resources import Resource  # for import time (above)
+
+    from spanpoint.telemetry import exporters as _exporters  # for import time (above)
+
     sdk_provider = TracerProvider(
         sampler=DurableSampler(sampler_from_env()),
         resource=Resource.create({"service.name": _service_name()}),
@@ -416,6 +420,8 @@ def _service_name() -> str:
 
 def otlp_endpoint() -> str | None:
     """The OTLP endpoint traces go to, resolved as the SDK does; None when not OTLP."""
+    from spanpoint.telemetry import exporters as _exporters  # for import time (see above)
+
     resolved = _exporters.resolve("traces")
     return resolved.endpoint if "otlp" in resolved.kinds else None
 
@@ -425,6 +431,8 @@ def _add_default_exporter(
 ) -> str:
     # One resolution of OTEL_TRACES_EXPORTER and the endpoint/protocol/timeout variables; a
     # malformed value is a ConfigurationError naming the variable.
+    from spanpoint.telemetry import exporters as _exporters  # for import time (see above)
+
     resolved = _exporters.resolve("traces")
     path = Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE)
     from spanpoint.telemetry.jsonl import JsonLinesSpanExporter  # for import time
