@@ -24,8 +24,8 @@ from langgraph.types import interrupt
 from typer.testing import CliRunner
 
 import spanpoint
-from conftest import make_telemetry
 from fakes import ConversationModel
+from harness import make_telemetry
 from spanpoint import serde
 from spanpoint.calls.cost import run_cost
 from spanpoint.capture import CapturePolicy

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 import spanpoint
-from conftest import Telemetry, make_telemetry
 from fakes import count_effect, read_effects
+from harness import Telemetry, make_telemetry
 from spanpoint import semconv
 from spanpoint.config import reset_for_tests
 from spanpoint.errors import ConfigurationError, StoreError
