@@ -262,6 +262,7 @@ class _Call:
         except Exception as exc:  # CorruptCheckpointError, or a decode hook that fails
             scope.warn(f"checkpoint of {self.path!r} is unreadable, executing again: {exc}")
             return _MISSING
+        scope.note_model_call(True, cp)
         spec = self.spec
         attrs = spec.attributes
         attrs[semconv.REPLAYED] = True
@@ -523,6 +524,8 @@ class _Execution:
                 "no CheckpointSpanProcessor is registered on the tracer provider; call "
                 "spanpoint.configure(tracer_provider=...)"
             )
+        if scope is not None and (staged.committed or staged.queued):
+            scope.note_model_call(False, staged.checkpoint)
         if staged.queued:
             # durability="async": the committer writes it and frees the lease then; the run
             # reports a failed write when it ends (run._settle_commits).

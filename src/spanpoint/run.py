@@ -35,7 +35,13 @@ from spanpoint.errors import (
     StoreError,
 )
 from spanpoint.stores import open_store
-from spanpoint.stores.base import BoundaryRecord, CheckpointStore, RunStatus, process_owner_id
+from spanpoint.stores.base import (
+    BoundaryRecord,
+    Checkpoint,
+    CheckpointStore,
+    RunStatus,
+    process_owner_id,
+)
 
 logger = logging.getLogger("spanpoint")
 
@@ -112,6 +118,10 @@ class RunScope:
     boundary_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     status: RunStatus = "running"
     span: Span | None = None
+    #: This attempt's model calls, (replayed, checkpoint), in the order they completed: what
+    #: the run's cost totals are made of after each graph call, without reading the whole
+    #: run from the store each time (calls.cost.attempt_cost).
+    model_calls: list[tuple[bool, Checkpoint]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warn(self, message: str) -> None:
@@ -128,6 +138,17 @@ class RunScope:
         with self._lock:
             self.journal.append(entry)
             self.boundary_counts[(entry.kind, outcome)] += 1
+
+    def note_model_call(self, replayed: bool, checkpoint: Checkpoint) -> None:
+        """Keep a model call's checkpoint, executed and committed (or queued) or replayed."""
+        if checkpoint.kind == semconv.KIND_MODEL_CALL:
+            with self._lock:
+                self.model_calls.append((replayed, checkpoint))
+
+    def model_calls_so_far(self) -> list[tuple[bool, Checkpoint]]:
+        """A copy of :attr:`model_calls` (other threads of the run may be adding to it)."""
+        with self._lock:
+            return list(self.model_calls)
 
     def count_executed(self, kind: str) -> None:
         """Count an executed boundary (executed ones are recorded by their checkpoint)."""

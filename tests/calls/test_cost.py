@@ -90,6 +90,43 @@ def test_a_replayed_run_saved_what_the_original_cost(configured_sqlite: Any) -> 
     assert totals.replayed.tokens == totals.executed.tokens > 0
 
 
+def test_a_runs_totals_after_each_graph_call_read_nothing_back_from_the_store(
+    configured_sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The totals on the run span are the attempt's own model calls, kept as they complete:
+    # reading the whole run back after each graph call made a run's k-th graph call cost O(k).
+    telemetry = configured_sqlite
+    reads: list[str] = []
+    listed = telemetry.store.list_checkpoints
+
+    def counting(run_id: str) -> Any:
+        reads.append(run_id)
+        return listed(run_id)
+
+    monkeypatch.setattr(telemetry.store, "list_checkpoints", counting)
+    runner = make_runner("gpt-4o")
+    for attempt in range(2):  # executed, then replayed
+        telemetry.clear()
+        with spanpoint.run("cost-many"):
+            for i in range(4):
+                runner.invoke(REQUEST, thread_id=f"t-many-{i}")
+        assert reads == [], f"attempt {attempt + 1} read the run back {len(reads)} times"
+        (root,) = telemetry.runs()
+        chats = telemetry.spans("chat")
+        paid = sum(s.attributes[semconv.GEN_AI_USAGE_COST_AMOUNT] for s in chats)
+        stored = run_cost(telemetry.store, "cost-many", attempt=attempt + 1)
+        reads.clear()
+        if attempt == 0:
+            assert root.attributes[semconv.RUN_EXECUTED_COST] == pytest.approx(paid, rel=1e-9)
+            assert stored.executed.cost == pytest.approx(paid, rel=1e-9) and paid > 0
+        else:
+            assert all(s.attributes[semconv.REPLAYED] for s in chats) and len(chats) == 8
+            assert root.attributes[semconv.REPLAY_SAVED_COST] == pytest.approx(
+                stored.saved, rel=1e-9
+            )
+            assert stored.saved > 0 and root.attributes[semconv.RUN_EXECUTED_COST] == 0.0
+
+
 def test_the_saved_cost_metric_counts_each_attempts_total_once() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
