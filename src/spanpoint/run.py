@@ -222,6 +222,18 @@ ParentProvider = Callable[[RunScope | None, Frame | None], tuple[RunScope, Frame
 _PARENT_PROVIDER: list[ParentProvider | None] = [None]
 
 
+#: Called with (scope, run span) right before a run that made model calls ends its span.
+_RUN_END_HOOKS: list[Callable[[RunScope, Span], None]] = []
+
+
+def on_run_end(hook: Callable[[RunScope, Span], None]) -> None:
+    """Call ``hook(scope, span)`` when a run that made model calls ends (once per hook): the
+    ``calls`` layer sets the run's cost totals on its span this way, whatever drove the
+    calls (a ``GraphRunner``, zero-code, or an agent invoked by hand inside the run)."""
+    if hook not in _RUN_END_HOOKS:
+        _RUN_END_HOOKS.append(hook)
+
+
 def register_parent_provider(provider: ParentProvider | None) -> None:
     """Install the hook that gives a boundary its scope and parent frame (None removes it).
 
@@ -422,6 +434,12 @@ class run:
             span.set_attribute(semconv.RUN_COMMIT_FAILURES, scope.commit_failures)
         if scope.warnings:
             span.set_attribute(semconv.WARNINGS, scope.warnings[:20])
+        if scope.model_calls and span.is_recording():
+            for hook in _RUN_END_HOOKS:  # best effort: observability never fails the run
+                try:
+                    hook(scope, span)
+                except Exception as err:
+                    scope.warn(f"a run-end hook failed for run {scope.run_id!r}: {err}")
         try:
             self._span_cm.__exit__(None, None, None)
         except Exception as err:  # a raising span processor must not lose the run's end

@@ -163,3 +163,29 @@ def test_a_call_is_priced_as_the_guard_prices_it() -> None:
         assert guard is not None
         assert price(model, provider, 1200, 300, 200) == pytest.approx(guard, rel=1e-12)
     assert price("no-such-model-anywhere", None, 10, 10, 0) is None
+
+
+def test_an_agent_invoked_by_hand_inside_a_run_has_its_totals_on_the_run_span(
+    configured_sqlite: Any,
+) -> None:
+    # No GraphRunner, no instrumentor: the agent's own middleware makes the calls boundaries,
+    # and the run span still carries what they cost, then what replay saved.
+    telemetry = configured_sqlite
+    agent = make_runner("gpt-4o").graph
+    for attempt in (1, 2):
+        telemetry.clear()
+        with spanpoint.run("cost-by-hand"):
+            agent.invoke(REQUEST)
+        (root,) = telemetry.runs()
+        stored = run_cost(telemetry.store, "cost-by-hand", attempt=attempt)
+        if attempt == 1:
+            assert stored.executed.cost > 0
+            assert root.attributes[semconv.RUN_EXECUTED_COST] == pytest.approx(
+                stored.executed.cost, rel=1e-9
+            )
+        else:
+            assert root.attributes[semconv.RUN_EXECUTED_COST] == 0.0
+            assert root.attributes[semconv.REPLAY_SAVED_COST] == pytest.approx(
+                stored.saved, rel=1e-9
+            )
+            assert stored.saved > 0

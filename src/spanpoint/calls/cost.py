@@ -237,6 +237,12 @@ def attempt_cost(model_calls: Iterable[tuple[bool, Checkpoint]]) -> RunCost:
     return totals
 
 
+def set_run_totals(scope: Any, span: Any) -> None:
+    """Set the attempt's cost totals on its run span (``run.on_run_end``): executed, replayed
+    and saved, from the model calls the attempt kept (``RunScope.model_calls_so_far``)."""
+    span.set_attributes(attempt_cost(scope.model_calls_so_far()).span_attributes())
+
+
 def run_cost(
     store: CheckpointStore,
     run_id: str,

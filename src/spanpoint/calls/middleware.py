@@ -62,9 +62,9 @@ from opentelemetry.util.types import AttributeValue
 from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
+from spanpoint.calls import cost, results, tasks
 from spanpoint.calls import identity as call_identity
 from spanpoint.calls import inputs as call_inputs
-from spanpoint.calls import results, tasks
 from spanpoint.calls.attributes import (
     describe_model_response,
     describe_tool_result,
@@ -77,9 +77,13 @@ from spanpoint.calls.policy import CallCheckpointPolicy, CallMode
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError, UnfingerprintableInputError
-from spanpoint.run import current_frame, current_run
+from spanpoint.run import current_frame, current_run, on_run_end
 
 ToolResult = ToolMessage | Command[Any]
+
+
+# Every run whose model calls go through the middleware ends with its cost totals on its span.
+on_run_end(cost.set_run_totals)
 
 
 class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]

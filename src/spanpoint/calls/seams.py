@@ -42,16 +42,19 @@ from opentelemetry.trace import SpanKind
 
 from spanpoint import _compat, semconv
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
+from spanpoint.calls import cost, results, tasks
 from spanpoint.calls import identity as call_identity
 from spanpoint.calls import inputs as call_inputs
-from spanpoint.calls import results, tasks
 from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
-from spanpoint.run import current_frame, current_run
+from spanpoint.run import current_frame, current_run, on_run_end
 
 # Distinguishes this seam's model-call fingerprints from CheckpointMiddleware's: the two
 # store different encodings (ChatResult parts vs ModelResponse), so they never share a key.
 _MODEL_SEAM = "chat_result"
+
+# Every run that makes model calls through the seams ends with its cost totals on its span.
+on_run_end(cost.set_run_totals)
 
 # --- which seams are live ----------------------------------------------------------------
 
