@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -117,6 +117,29 @@ def verify_checkpoint(cp: Checkpoint, digest: str | None, store: str) -> Checkpo
             "boundary executes again and re-commits it"
         )
     return cp
+
+
+def checkpoint_from_row(
+    row: Sequence[Any], read_json: Callable[[str], Any], description: str, fix: str
+) -> Checkpoint:
+    """The checkpoint a stored row holds, in ``CHECKPOINT_COLUMNS`` order; a row whose output
+    is not a blob with a type tag, or whose views are not JSON, is a
+    :class:`CorruptCheckpointError` naming ``description`` and the store's ``fix``."""
+    try:
+        *head, view, fingerprint, identity, input_view = row
+        if not isinstance(head[7], bytes) or not isinstance(head[6], str):
+            raise TypeError("output column is not a blob with a type tag")
+        return Checkpoint(
+            *head,
+            view=read_json(view),
+            fingerprint=fingerprint,
+            identity=identity,
+            input_view=None if input_view is None else read_json(input_view),
+        )
+    except (TypeError, ValueError) as exc:
+        raise CorruptCheckpointError(
+            f"{description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); {fix}"
+        ) from exc
 
 
 def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:

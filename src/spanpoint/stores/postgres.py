@@ -37,6 +37,7 @@ from spanpoint.stores.base import (
     RunRecord,
     RunStatus,
     WaitRecord,
+    checkpoint_from_row,
     checkpoint_row,
     digest_of,
     journal_row,
@@ -381,22 +382,12 @@ class PostgresStore(RunPages):
         return [BoundaryRecord(*row) for row in rows]
 
     def _checkpoint(self, row: Sequence[Any]) -> Checkpoint:
-        try:
-            *head, view, fingerprint, identity, input_view = row
-            if not isinstance(head[7], bytes) or not isinstance(head[6], str):
-                raise TypeError("output column is not a blob with a type tag")
-            return Checkpoint(
-                *head,
-                view=json.loads(view),
-                fingerprint=fingerprint,
-                identity=identity,
-                input_view=None if input_view is None else json.loads(input_view),
-            )
-        except (TypeError, ValueError) as exc:
-            raise CorruptCheckpointError(
-                f"{self.description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); the "
-                "boundary executes instead of replaying. Delete the row to re-commit it"
-            ) from exc
+        return checkpoint_from_row(
+            row,
+            json.loads,
+            self.description,
+            "the boundary executes instead of replaying. Delete the row to re-commit it",
+        )
 
     # --- lease heartbeat -----------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from spanpoint.stores.base import (
     RunRecord,
     RunStatus,
     WaitRecord,
+    checkpoint_from_row,
     checkpoint_row,
     digest_of,
     journal_row,
@@ -672,22 +673,12 @@ class SqliteStore(RunPages):
         return [BoundaryRecord(*row) for row in rows]
 
     def _checkpoint(self, row: tuple[Any, ...]) -> Checkpoint:
-        try:
-            *head, view, fingerprint, identity, input_view = row
-            if not isinstance(head[7], bytes) or not isinstance(head[6], str):
-                raise TypeError("output column is not a blob with a type tag")
-            return Checkpoint(
-                *head,
-                view=_json_value(view),
-                fingerprint=fingerprint,
-                identity=identity,
-                input_view=None if input_view is None else _json_value(input_view),
-            )
-        except (TypeError, ValueError) as exc:
-            raise CorruptCheckpointError(
-                f"{self.description}: checkpoint {str(row[0])[:12]}… is corrupted ({exc}); it "
-                "will execute again and be re-committed under a fresh store"
-            ) from exc
+        return checkpoint_from_row(
+            row,
+            _json_value,
+            self.description,
+            "it will execute again and be re-committed under a fresh store",
+        )
 
     # --- waits ---------------------------------------------------------------------------
 
