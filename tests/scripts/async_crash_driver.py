@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stores"))
 
-from crash_driver import committed, expected_outputs, reap, step_value
+from crash_driver import committed, expected_outputs, fork_worker, reap, step_value
 from opentelemetry.sdk.trace import TracerProvider
 
 import spanpoint
@@ -82,23 +82,6 @@ def worker(args: argparse.Namespace, run_id: str, effects: str, die_after: int |
     return acc
 
 
-def fork_worker(*args: Any) -> tuple[int, int]:
-    """Fork a worker; return (pid, read end of a pipe that carries its result)."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child never returns into the driver
-        os.close(read)
-        code = 0
-        try:
-            os.write(write, json.dumps({"result": worker(*args)}).encode())
-        except BaseException as exc:
-            os.write(write, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
-            code = 1
-        os._exit(code)
-    os.close(write)
-    return pid, read
-
-
 def effect_counts(path: str, steps: int) -> list[int]:
     if not os.path.exists(path):
         return [0] * steps
@@ -125,7 +108,7 @@ def trial(args: argparse.Namespace, n: int, rng: random.Random, clean_s: float) 
         die_after = rng.randrange(args.steps)
     else:
         delay = rng.uniform(0, clean_s * 0.8)
-    pid, read = fork_worker(args, run_id, effects, die_after)
+    pid, read = fork_worker(args, run_id, effects, die_after, run=worker)
     if delay is not None:
         wait_for_first_effect(effects, pid)
         time.sleep(delay)
@@ -133,7 +116,7 @@ def trial(args: argparse.Namespace, n: int, rng: random.Random, clean_s: float) 
     first = reap(pid, read)
     before = committed(args.store, run_id, outputs)
     executed_first = effect_counts(effects, args.steps)
-    pid, read = fork_worker(args, run_id, effects, None)
+    pid, read = fork_worker(args, run_id, effects, None, run=worker)
     rerun = reap(pid, read)
     after = committed(args.store, run_id, outputs)
     return {
@@ -168,7 +151,7 @@ def main() -> None:
     clean_s = 0.0
     for run_id in ("calibration-1", "calibration-2"):  # the second, with the schema in place
         effects = os.path.join(args.workdir, f"{run_id}.txt")
-        pid, read = fork_worker(args, run_id, effects, None)
+        pid, read = fork_worker(args, run_id, effects, None, run=worker)
         wait_for_first_effect(effects, pid)
         started = time.monotonic()
         assert "result" in reap(pid, read), "a crash-free run failed"

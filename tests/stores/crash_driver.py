@@ -21,6 +21,7 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
@@ -70,15 +71,17 @@ def worker(store: str, run_id: str, effects: str, steps: int, crash: tuple[int, 
     return acc
 
 
-def fork_worker(*args: Any) -> tuple[int, int]:
-    """Fork a worker; return (pid, read end of a pipe that carries its result)."""
+def fork_worker(*args: Any, run: Callable[..., Any] | None = None) -> tuple[int, int]:
+    """Fork a process running ``run(*args)`` (this driver's :func:`worker` by default); return
+    (pid, read end of a pipe that carries its result)."""
+    run = worker if run is None else run
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child never returns into the driver
         os.close(read)
         code = 0
         try:
-            os.write(write, json.dumps({"result": worker(*args)}).encode())
+            os.write(write, json.dumps({"result": run(*args)}).encode())
         except BaseException as exc:
             os.write(write, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
             code = 1
