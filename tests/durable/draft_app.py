@@ -1,8 +1,10 @@
 """One phase of the draft -> interrupt -> send node, in its own process, on a SqliteSaver.
 
 ``python draft_app.py PHASE FOLDER RUN_ID MODE`` with PHASE ``start`` (runs until the
-interrupt, prints what the interrupt shows) or ``resume`` (answers "yes", prints what was
-sent). MODE:
+interrupt, prints what the interrupt shows), ``continue`` (the same, from the thread's last
+checkpoint with ``None`` input: LangGraph's resume after a crash) or ``resume`` (answers
+"yes", prints what was sent). ``DRAFT_KILL=before-interrupt`` kills the process with
+SIGKILL inside the node, between its committed model call and its ``interrupt()``. MODE:
 
 - ``graph_call`` / ``calls``: ``GraphRunner(graph, strategy=MODE)`` inside
   ``spanpoint.run(RUN_ID)``, spanpoint configured on a SQLite store in FOLDER.
@@ -14,6 +16,8 @@ sent). MODE:
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import sys
 from pathlib import Path
@@ -26,11 +30,28 @@ THREAD = "draft-thread"
 REQUEST = {"request": "refund order 42"}
 
 
+def die_before_interrupt() -> None:
+    """``DRAFT_KILL=before-interrupt``: SIGKILL this process inside the node, after the model
+    call returned (its boundary committed) and before ``interrupt()`` pauses the node."""
+    import langgraph.types
+
+    real = langgraph.types.interrupt
+
+    def interrupt(value: object) -> object:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return real(value)
+
+    langgraph.types.interrupt = interrupt  # draft_graph imports it when it builds the node
+
+
 def main() -> None:
     phase, folder, run_id, mode = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if os.environ.get("DRAFT_KILL") == "before-interrupt":
+        die_before_interrupt()
     saver = SqliteSaver(sqlite3.connect(folder / "langgraph.db", check_same_thread=False))
     graph = draft_graph(checkpointer=saver)
-    payload = REQUEST if phase == "start" else Command(resume="yes")
+    # `continue`: LangGraph's own resume of a crashed thread (`invoke(None)`).
+    payload = {"start": REQUEST, "continue": None}.get(phase, Command(resume="yes"))
     if mode == "plain":
         out = graph.invoke(payload, {"configurable": {"thread_id": THREAD}})
         interrupts = out.get("__interrupt__") or []

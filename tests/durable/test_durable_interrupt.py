@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -141,8 +142,12 @@ def test_zero_code_thread_switch_a_different_thread_or_turn_executes(
 # --- across two processes (SqliteSaver, resume in a new process) -------------------------
 
 
-def phase(folder: Path, name: str, mode: str, log: Path) -> dict[str, Any]:
+def phase(
+    folder: Path, name: str, mode: str, log: Path, *, kill: str | None = None
+) -> dict[str, Any]:
     env = child_env(DURABLE_LOG=str(log), SPANPOINT_TRACE_FILE=str(folder / "traces.jsonl"))
+    if kill is not None:
+        env["DRAFT_KILL"] = kill
     command = [sys.executable, str(HERE / "draft_app.py"), name, str(folder), "ticket-9", mode]
     if mode == "plain":
         # Zero code: the real launcher, the documented switch, an app that never imports us.
@@ -159,6 +164,9 @@ def phase(folder: Path, name: str, mode: str, log: Path) -> dict[str, Any]:
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=120, cwd=folder, env=env
     )
+    if kill is not None:
+        assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-4000:])
+        return {}
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -176,6 +184,28 @@ def test_resume_in_a_new_process_sends_the_draft_that_was_shown(
     assert_sent_what_was_shown(log, shown)
     pids = {e["pid"] for e in read_log(log)}
     assert len(pids) == 2, "the model ran in the first process and the send in the second"
+
+
+@pytest.mark.parametrize("mode", ["graph_call", "calls", "plain"])
+def test_a_node_killed_between_its_model_call_and_its_interrupt_shows_the_same_draft(
+    tmp_path: Path, mode: str
+) -> None:
+    # SIGKILL inside the node, after its model call committed and before interrupt(): the
+    # next process runs the node again from its first line; the model call replays, so the
+    # person is shown the draft attempt 1 paid for, and that draft is what is sent. The
+    # runner's rerun continues the thread itself; a plain LangGraph app (zero-code, thread
+    # scope) resumes a crashed thread as LangGraph says, with `None` input (a second submission
+    # of the input there is a new turn of the thread, which executes).
+    log = tmp_path / "executions.jsonl"
+    phase(tmp_path, "start", mode, log, kill="before-interrupt")
+    assert labels(log, "model") == {MODEL_CALL: 1} and sent_texts(log) == []
+    started = phase(tmp_path, "continue" if mode == "plain" else "start", mode, log)
+    shown = started["shown"]
+    assert shown and shown.startswith("Draft reply to")
+    resumed = phase(tmp_path, "resume", mode, log)
+    assert resumed["sent"] == shown
+    assert_sent_what_was_shown(log, shown)
+    assert len({e["pid"] for e in read_log(log)}) == 2, "model in process 1, send in process 3"
 
 
 # --- a node with a RetryPolicy -----------------------------------------------------------
