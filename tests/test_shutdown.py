@@ -138,5 +138,35 @@ def test_exit_is_bounded_by_the_export_timeout(
     assert done.returncode == 0, done.stderr
     assert "run done" in done.stdout
     # The exporters' own warnings still reach stderr (spanpoint's reason capture is a
-    # logging handler, which would otherwise hide them from logging's last resort).
-    assert "Failed to export" in done.stderr
+    # logging handler, which would otherwise hide them from logging's last resort). An
+    # exporter whose request is still waiting on a collector that never answers logs nothing
+    # before exit stops waiting for it: then spanpoint says the telemetry was dropped.
+    told = "Failed to export" in done.stderr or "exit stopped waiting" in done.stderr
+    assert told, done.stderr
+    if collector != "hanging":
+        assert "Failed to export" in done.stderr
+
+
+def test_exit_says_when_it_stops_waiting_for_an_exporter() -> None:
+    """Exit cut short by the budget names the drop and the check, once, on stderr."""
+    app = textwrap.dedent(
+        """
+        import time
+        from spanpoint.telemetry import exporters
+
+        class Stuck:
+            def shutdown(self):
+                time.sleep(30)
+
+        exporters.shutdown_at_exit(Stuck())
+        print("registered", flush=True)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPANPOINT_"))}
+    env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", app], env=env, capture_output=True, text=True, timeout=20
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("exit stopped waiting for the telemetry exporters after 1 s") == 1
+    assert "spanpoint doctor" in done.stderr

@@ -587,7 +587,16 @@ def shutdown_all(budget_s: float | None = None) -> None:
     # Each provider's own wait (up to 30 s) is cut short by the shared budget. One the
     # application already shut down is skipped (the meter provider warns on a second call).
     live = [p for p in providers if not getattr(p, "_shutdown", False)]
-    _run_bounded([p.shutdown for p in live], budget)
+    done = _run_bounded([p.shutdown for p in live], budget)
+    if not all(done):
+        # The exporter's own "Failed to export" comes only once its request gives up, which
+        # can be after exit stopped waiting: say here that telemetry was dropped, and why.
+        logging.getLogger("spanpoint").warning(
+            "spanpoint: exit stopped waiting for the telemetry exporters after %g s (the "
+            "export timeout, OTEL_EXPORTER_OTLP_TIMEOUT); what they had not sent yet is "
+            "dropped. Check the collector with `spanpoint doctor`.",
+            budget,
+        )
 
 
 # --- the doctor's probe ---------------------------------------------------------------------
