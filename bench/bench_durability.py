@@ -75,8 +75,10 @@ def langgraph_part(invokes: int, rounds: int) -> dict[str, float]:
                     times[mode].append((time.perf_counter() - start) * 1000)
         conn.close()
     med = {mode: statistics.median(values) for mode, values in times.items()}
-    print(f"async {med['async']:.3f} ms/invoke, sync {med['sync']:.3f} ms/invoke, "
-          f"sync costs {med['sync'] - med['async']:+.3f} ms ({med['sync'] / med['async']:.2f}x)")
+    print(
+        f"async {med['async']:.3f} ms/invoke, sync {med['sync']:.3f} ms/invoke, "
+        f"sync costs {med['sync'] - med['async']:+.3f} ms ({med['sync'] / med['async']:.2f}x)"
+    )
     return med
 
 
@@ -163,9 +165,10 @@ def step_part(quick: bool, pg_dsn: str | None = None) -> dict[str, dict[str, flo
             bench.executed_steps()  # the schema, and a warm pool
         bench.executed_async_steps()  # warm the committer's thread
         for r in range(rounds):
-            order = STEP_CONTENDERS[r % len(STEP_CONTENDERS):] + STEP_CONTENDERS[
-                : r % len(STEP_CONTENDERS)
-            ]
+            order = (
+                STEP_CONTENDERS[r % len(STEP_CONTENDERS) :]
+                + STEP_CONTENDERS[: r % len(STEP_CONTENDERS)]
+            )
             for name in order:
                 bench.loop = None
                 w0, c0, t0 = time.perf_counter_ns(), time.process_time_ns(), time.thread_time_ns()
@@ -209,8 +212,8 @@ def step_table(store: str, steps: dict[str, dict[str, float]]) -> list[str]:
         "sqlite_commit": "one SQLite commit",
         "protocol_steps": "protocol by hand: attributed span + lease + commit (sync floor)",
         "hot_path_floor": "attributed span + lease, no commit (async's hot-path floor)",
-        "executed_steps": "**step, durability=\"sync\"**",
-        "executed_async_steps": "**step, durability=\"async\"**",
+        "executed_steps": '**step, durability="sync"**',
+        "executed_async_steps": '**step, durability="async"**',
         "waiting_steps": f"step whose body waits {WAIT_S * 1e3:g} ms, sync (wall − wait)",
         "waiting_async_steps": f"step whose body waits {WAIT_S * 1e3:g} ms, async (wall − wait)",
     }

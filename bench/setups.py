@@ -60,7 +60,7 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("agent", "agent_async"),
     ),
     "spanpoint_calls_async": (
-        "the same with durability=\"async\": every commit written by the background committer "
+        'the same with durability="async": every commit written by the background committer '
         "(issue 18 item 5; the batch's run flushes at its end, untimed like every batch end)",
         ("agent", "agent_async"),
     ),

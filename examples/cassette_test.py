@@ -71,9 +71,7 @@ def refund(ticket: str) -> str:
 
 
 def child(mode: str) -> None:
-    agent = create_agent(
-        StandInModel(), [refund], middleware=[spanpoint.CheckpointMiddleware()]
-    )
+    agent = create_agent(StandInModel(), [refund], middleware=[spanpoint.CheckpointMiddleware()])
     with spanpoint.cassette(CASSETTE, mode=mode):  # type: ignore[arg-type]
         result = agent.invoke({"messages": [{"role": "user", "content": "Refund T-42"}]})
     print(json.dumps(result["messages"][-1].content))
@@ -89,8 +87,10 @@ def run(mode: str, **env: str) -> str:
         check=True,
     )
     calls = CALLS.read_text().split() if CALLS.exists() else []
-    print(f"{mode:>4}: {done.stdout.strip()}  (model calls: {calls.count('model')}, "
-          f"tool executions: {calls.count('tool')})")
+    print(
+        f"{mode:>4}: {done.stdout.strip()}  (model calls: {calls.count('model')}, "
+        f"tool executions: {calls.count('tool')})"
+    )
     return done.stdout
 
 

@@ -39,8 +39,11 @@ def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli-imports") / "checkpoints.db"
     store = SqliteStore(path)
     store.start_run("R-1", "imports")
-    store.put(Checkpoint("k-1", "R-1", "outer/step", "step", "step", 0, "json", b'"out"',
-                         "ab" * 16, "cd" * 8))
+    store.put(
+        Checkpoint(
+            "k-1", "R-1", "outer/step", "step", "step", 0, "json", b'"out"', "ab" * 16, "cd" * 8
+        )
+    )
     store.record_wait("R-1", "approve", "ok?", None)
     store.finish_run("R-1", "waiting")
     store.close()
@@ -56,7 +59,11 @@ def loaded_roots(args: list[str], tmp_path: Path) -> tuple[list[str], str]:
     }
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(out), *args],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(out.read_text()), done.stdout
@@ -83,4 +90,3 @@ def test_a_store_command_imports_no_langchain_or_langgraph(
     assert prints in output, output  # the command did its work
     assert "spanpoint" in roots and "typer" in roots
     assert [r for r in roots if r.startswith(HEAVY)] == []
-

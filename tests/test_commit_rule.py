@@ -140,7 +140,10 @@ def _set_ok_and_end_own_span() -> None:
     "body_extra", [_end_own_span, _set_ok_and_end_own_span], ids=["unset", "ok_by_body"]
 )
 def test_a_body_that_ends_its_own_span_is_not_committed(
-    store: SqliteStore, effects: Path, body_extra, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    store: SqliteStore,
+    effects: Path,
+    body_extra,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     exporter = InMemorySpanExporter()
     configure(store, SimpleSpanProcessor(exporter))
@@ -211,7 +214,10 @@ def test_a_processor_that_raises_keeps_the_bodys_own_exception(
 @pytest.mark.parametrize("make_exporter", [RaisingExporter, FailingExporter])
 @pytest.mark.parametrize("make_processor", [SimpleSpanProcessor, BatchSpanProcessor])
 def test_a_failed_export_changes_nothing(
-    store: SqliteStore, effects: Path, make_exporter, make_processor  # type: ignore[no-untyped-def]
+    store: SqliteStore,
+    effects: Path,
+    make_exporter,
+    make_processor,  # type: ignore[no-untyped-def]
 ) -> None:
     exporter = make_exporter()
     provider = configure(store, make_processor(exporter))

@@ -578,8 +578,7 @@ def test_one_inserted_message_is_one_addition() -> None:
     assert changes == (MessageChange(1, "removed", "human", None, "b", None),)
 
 
-def test_a_long_conversation_keeps_its_newest_messages_and_names_changes_by_their_index(
-) -> None:
+def test_a_long_conversation_keeps_its_newest_messages_and_names_changes_by_their_index() -> None:
     # A model call's input view keeps the system prompt and the newest VIEW_MESSAGES
     # messages (a view of all of them made every checkpoint as long as the run so far).
     from langchain_core.messages import HumanMessage, SystemMessage

@@ -301,9 +301,7 @@ def test_commits_land_in_the_order_the_spans_ended(
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])
-def test_a_failed_commit_is_reported_by_the_run(
-    tmp_path: Path, durability: str
-) -> None:
+def test_a_failed_commit_is_reported_by_the_run(tmp_path: Path, durability: str) -> None:
     """The store's file is deleted mid-run: every later commit fails (a real SQLite store
     refusing to write into a file nobody will read). Both modes report it the same way."""
     store = SqliteStore(tmp_path / "doomed.db")
@@ -455,8 +453,11 @@ AGENT_QUEUE = 1
 
 
 def run_agent(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPANPOINT_DURABILITY": "async",
-           "SPANPOINT_COMMIT_QUEUE": str(AGENT_QUEUE)}
+    env = {
+        **os.environ,
+        "SPANPOINT_DURABILITY": "async",
+        "SPANPOINT_COMMIT_QUEUE": str(AGENT_QUEUE),
+    }
     return subprocess.run(
         [sys.executable, str(AGENT), "ticket-9", str(folder / "store.db"),
          str(folder / "effects.txt"), *extra],
@@ -561,9 +562,7 @@ def test_a_normal_exit_writes_what_is_queued(tmp_path: Path, shutdown_on_exit: b
     20 ms slow) writes them at exit: through the tracer provider's shutdown (the checkpoint
     processor flushes), or, with none, the committer's own exit hook. Only a kill loses them."""
     db = tmp_path / "exit.db"
-    script = EXIT_SCRIPT.format(
-        scripts=str(SCRIPTS), db=str(db), shutdown_on_exit=shutdown_on_exit
-    )
+    script = EXIT_SCRIPT.format(scripts=str(SCRIPTS), db=str(db), shutdown_on_exit=shutdown_on_exit)
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
     )

@@ -69,6 +69,9 @@ def test_a_flat_mapping_hashes_its_canonical_view(value: dict[str, object]) -> N
 
 def test_a_flat_mapping_fingerprint_is_pinned() -> None:
     # The value the general path gave before the flat-mapping path existed (issue 18 item 4).
-    assert serde.fingerprint(
-        {"ticket": 42, "status": "open", "priority": 2.5, "urgent": True, "owner": None}
-    ) == "eed3c35180752cd6444428fa84d263f91b1fd8c45165a176f523f188c3988cf7"
+    assert (
+        serde.fingerprint(
+            {"ticket": 42, "status": "open", "priority": 2.5, "urgent": True, "owner": None}
+        )
+        == "eed3c35180752cd6444428fa84d263f91b1fd8c45165a176f523f188c3988cf7"
+    )

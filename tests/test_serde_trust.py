@@ -164,15 +164,21 @@ def test_a_registered_user_type_replays(
     @spanpoint.step
     def decide() -> dict[str, object]:
         count_effect(effects, "decide")
-        return {"invoice": Invoice("I-1", 125000), "ok": Approval(approved=True, reason="r"),
-                "colour": Colour.RED}
+        return {
+            "invoice": Invoice("I-1", 125000),
+            "ok": Approval(approved=True, reason="r"),
+            "colour": Colour.RED,
+        }
 
     for _ in range(2):
         with spanpoint.run("decide"):
             out = decide()
     assert read_effects(effects)["decide"] == 1
-    assert out == {"invoice": Invoice("I-1", 125000), "ok": Approval(approved=True, reason="r"),
-                   "colour": Colour.RED}
+    assert out == {
+        "invoice": Invoice("I-1", 125000),
+        "ok": Approval(approved=True, reason="r"),
+        "colour": Colour.RED,
+    }
     assert isinstance(out["invoice"], Invoice)
 
 
@@ -257,8 +263,14 @@ def test_a_changed_input_never_replays_the_old_output(
         count_effect(effects, "handle")
         return repr(ticket) if not isinstance(ticket, Ticket) else ticket.ident
 
-    pairs = [(1, "1"), (math.nan, "nan"), ({1: 0}, {"1": 0}), (Ticket("T-1"), Ticket("T-2")),
-             ((1,), [1]), (_cycle(), [1, "<cycle>"])]
+    pairs = [
+        (1, "1"),
+        (math.nan, "nan"),
+        ({1: 0}, {"1": 0}),
+        (Ticket("T-1"), Ticket("T-2")),
+        ((1,), [1]),
+        (_cycle(), [1, "<cycle>"]),
+    ]
     for index, (first, second) in enumerate(pairs):
         with spanpoint.run(f"pair-{index}"):
             handle(first)
@@ -367,8 +379,13 @@ def test_equal_inputs_hit_the_cache_across_processes(tmp_path: Path) -> None:
     for _ in range(2):  # a new process each time, with its own hash seed
         subprocess.run(
             [sys.executable, str(script), str(tmp_path / "store.db"), str(effects)],
-            check=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin",
-                                       "SPANPOINT_TRACE_FILE": str(tmp_path / "t.jsonl")},
+            check=True,
+            cwd=root,
+            env={
+                "PYTHONPATH": str(root),
+                "PATH": "/usr/bin:/bin",
+                "SPANPOINT_TRACE_FILE": str(tmp_path / "t.jsonl"),
+            },
         )
     assert read_effects(effects)["handle"] == 1
 
@@ -422,7 +439,9 @@ def test_a_tool_call_with_unreadable_arguments_executes_uncached(configured: Tel
 
     request = ToolCallRequest(
         tool_call={"name": "lookup", "args": {"lock": threading.Lock()}, "id": "c1"},
-        tool=None, state={}, runtime=None,  # type: ignore[arg-type]
+        tool=None,
+        state={},
+        runtime=None,  # type: ignore[arg-type]
     )
     with spanpoint.run("tool-lock") as run:
         spec = CheckpointMiddleware()._tool_spec(request, [])

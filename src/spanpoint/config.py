@@ -273,7 +273,7 @@ def check_durability(value: object, where: str) -> Durability:
     """``value`` when it names a durability mode; :class:`ConfigurationError` otherwise."""
     if value not in DURABILITIES:
         raise ConfigurationError(
-            f"{where} must be \"sync\" (commit before a boundary returns) or \"async\" "
+            f'{where} must be "sync" (commit before a boundary returns) or "async" '
             f"(commit in the background, see docs/concepts.md), not {value!r}"
         )
     return value  # type: ignore[return-value]

@@ -280,8 +280,7 @@ def _ai_message(label: str, output: Any) -> AIMessage:
 def _model_usage(label: str, why: str) -> str:
     return (
         f"the output for model call {label} must be the reply's text, or an AIMessage's fields "
-        '(for instance {"content": "...", "tool_calls": [{"name": "lookup", "args": {}}]}): '
-        + why
+        '(for instance {"content": "...", "tool_calls": [{"name": "lookup", "args": {}}]}): ' + why
     )
 
 

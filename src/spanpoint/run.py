@@ -414,7 +414,7 @@ class run:
             # strict: a lost commit fails the run, as a failed sync commit raises in the body.
             exc = commit_error = StoreError(
                 f"{failed_commits} checkpoint(s) of run {scope.run_id!r} could not be committed "
-                f"to {scope.store.description} (durability=\"async\"); see the run's warnings"
+                f'to {scope.store.description} (durability="async"); see the run\'s warnings'
             )
         if isinstance(exc, RunWaiting):
             scope.status, suppress = "waiting", True
@@ -483,7 +483,7 @@ def _settle_commits(scope: RunScope, span: Span) -> int:
         cp = staged.checkpoint
         scope.commit_failures += 1
         scope.warn(
-            f"boundary {cp.path!r} executed but its commit (durability=\"async\") failed: "
+            f'boundary {cp.path!r} executed but its commit (durability="async") failed: '
             f"{staged.error}; it will execute again when the run is replayed"
         )
         span.add_event(

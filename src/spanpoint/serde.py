@@ -111,8 +111,12 @@ _DEFAULT_ALLOWED: dict[str, tuple[str, ...]] = {
     "builtins": ("set", "frozenset"),
     "collections": ("deque",),
     "ipaddress": (
-        "IPv4Address", "IPv4Interface", "IPv4Network",
-        "IPv6Address", "IPv6Interface", "IPv6Network",
+        "IPv4Address",
+        "IPv4Interface",
+        "IPv4Network",
+        "IPv6Address",
+        "IPv6Interface",
+        "IPv6Network",
     ),
     "pathlib": ("Path", "PosixPath", "WindowsPath"),
     "zoneinfo": ("ZoneInfo",),
@@ -238,9 +242,13 @@ class _Reviver:
         if code == _EXT_NUMPY:
             return _numpy_array(payload)
         if (
-            code not in (_EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD)
-            and code not in (_EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2)
-        ) or not isinstance(payload, list | tuple) or len(payload) < 3:
+            (
+                code not in (_EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD)
+                and code not in (_EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2)
+            )
+            or not isinstance(payload, list | tuple)
+            or len(payload) < 3
+        ):
             raise UntrustedCheckpointError(
                 f"refusing a stored value with msgpack extension {code}: spanpoint never "
                 "writes it that way"
@@ -354,8 +362,7 @@ def _has_lone_surrogate(value: Any, depth: int) -> bool:
     depth += 1
     if isinstance(value, Mapping):
         return any(
-            _has_lone_surrogate(k, depth) or _has_lone_surrogate(v, depth)
-            for k, v in value.items()
+            _has_lone_surrogate(k, depth) or _has_lone_surrogate(v, depth) for k, v in value.items()
         )
     if isinstance(value, list | tuple | set | frozenset | deque):
         return any(_has_lone_surrogate(v, depth) for v in value)

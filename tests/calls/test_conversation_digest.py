@@ -45,9 +45,7 @@ def arguments(messages: list[Any]) -> dict[str, Any]:
 
 def fingerprint(messages: list[Any]) -> str:
     """The fingerprint as a model call computes it (a new list, as LangGraph passes one)."""
-    return identity.model_call_fingerprint(
-        MODEL, model_info(MODEL)[2], **arguments(list(messages))
-    )
+    return identity.model_call_fingerprint(MODEL, model_info(MODEL)[2], **arguments(list(messages)))
 
 
 def scratch(messages: list[Any]) -> str:

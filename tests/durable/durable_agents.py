@@ -264,9 +264,7 @@ def send_email_tool() -> Any:
     return send_email
 
 
-def draft_graph(
-    *, checkpointer: Any, via: str = "invoke", name: str = "drafter"
-) -> Any:
+def draft_graph(*, checkpointer: Any, via: str = "invoke", name: str = "drafter") -> Any:
     """One custom node: draft with ``model.invoke``, ``interrupt({"approve": draft})``, send.
 
     ``via``: ``invoke`` (``model.invoke`` / ``tool.invoke`` in the node), ``ainvoke`` (an async

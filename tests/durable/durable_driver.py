@@ -141,6 +141,7 @@ def main() -> None:
     # LangGraph's own keyword: with "sync" every step's checkpoint has landed before the next
     # step starts, so a kill leaves the thread holding all progress before it.
     extra = {"durability": args.durability} if args.durability and args.saver != "none" else {}
+
     def graph_call(graph: Any, runner: Any, payload: Any) -> Any:
         if runner is not None:
             result = runner.invoke(payload, thread_id=THREAD, recursion_limit=60, **extra)

@@ -101,4 +101,3 @@ def test_killed_deep_agent_reruns_only_what_had_not_committed(
     assert third.executed() == Counter(), "a completed run executed something again"
     notified = total(tmp_path, "tool")["notify_customer"]
     assert notified == (2 if point == "inside-notify" else 1)
-

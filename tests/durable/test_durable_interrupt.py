@@ -46,9 +46,7 @@ def assert_sent_what_was_shown(log: Path, shown: str) -> None:
 
 
 @pytest.fixture
-def thread_scoped(
-    otel: Otel, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Otel]:
+def thread_scoped(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> Iterator[Otel]:
     """Zero-code: the instrumentor with the documented durable switch set to the thread."""
     monkeypatch.setenv(DURABLE_ENV, "thread")
     instrumentor = load_instrumentor()
@@ -161,9 +159,7 @@ def phase(
                 "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "langchain",
             }
         )
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, cwd=folder, env=env
-    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=folder, env=env)
     if kill is not None:
         assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-4000:])
         return {}
@@ -172,9 +168,7 @@ def phase(
 
 
 @pytest.mark.parametrize("mode", ["graph_call", "calls", "plain"])
-def test_resume_in_a_new_process_sends_the_draft_that_was_shown(
-    tmp_path: Path, mode: str
-) -> None:
+def test_resume_in_a_new_process_sends_the_draft_that_was_shown(tmp_path: Path, mode: str) -> None:
     log = tmp_path / "executions.jsonl"
     started = phase(tmp_path, "start", mode, log)
     shown = started["shown"]

@@ -132,16 +132,23 @@ def _payloads(marker: Path, module_name: str) -> dict[str, tuple[str, bytes]]:
         "lc 2 constructor json": (
             "json",
             json.dumps(
-                {"lc": 2, "type": "constructor", "id": ["subprocess", "Popen"],
-                 "args": [["touch", str(marker)]]}
+                {
+                    "lc": 2,
+                    "type": "constructor",
+                    "id": ["subprocess", "Popen"],
+                    "args": [["touch", str(marker)]],
+                }
             ).encode(),
         ),
         "lc 1 constructor json": (
             "json",
             json.dumps(
-                {"lc": 1, "type": "constructor",
-                 "id": ["langchain", "schema", "messages", "HumanMessage"],
-                 "kwargs": {"content": "not what the step returned"}}
+                {
+                    "lc": 1,
+                    "type": "constructor",
+                    "id": ["langchain", "schema", "messages", "HumanMessage"],
+                    "kwargs": {"content": "not what the step returned"},
+                }
             ).encode(),
         ),
         "pickle": ("pickle", pickle.dumps(_Reduce(touch))),

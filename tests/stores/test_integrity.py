@@ -332,9 +332,7 @@ def test_bit_flips_in_the_key_execute_again(raw: Raw, tmp_path: Path) -> None:
         )
         chars = list(key)
         chars[index] = chr(ord(chars[index]) ^ 0x01)
-        raw.write(
-            "UPDATE spanpoint_checkpoints SET key = %s WHERE key = %s", ("".join(chars), key)
-        )
+        raw.write("UPDATE spanpoint_checkpoints SET key = %s WHERE key = %s", ("".join(chars), key))
         before = executions(effects)
         with spanpoint.run(run_id):
             assert approve("T-1") == ORIGINAL

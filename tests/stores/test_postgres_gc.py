@@ -69,8 +69,6 @@ def test_gc_units(age: str, seconds: float, tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         for run_id, idle in (("older", seconds * 1.01 + 5), ("younger", seconds * 0.99 - 5)):
             conn.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (now - idle, run_id))
-    result = CliRunner().invoke(
-        app, ["gc", "--older-than", age, "--store", str(path), "--dry-run"]
-    )
+    result = CliRunner().invoke(app, ["gc", "--older-than", age, "--store", str(path), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert f"1 runs older than {age}" in result.output

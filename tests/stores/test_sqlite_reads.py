@@ -21,7 +21,7 @@ TEXTS = [
     '{"step": "lookup"}',
     '{"args": {"i": 1, "note": "\\u00e9\\ud800"}}',
     "{}",
-    '[1, 2.5, NaN, -Infinity, null, true]',
+    "[1, 2.5, NaN, -Infinity, null, true]",
     '"text"',
     ' {"a": 1} ',  # whitespace around the value
     b'{"a": 2}',

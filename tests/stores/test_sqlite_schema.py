@@ -129,8 +129,11 @@ def _old_store(path: Path, runs: int) -> None:
     for i in range(runs):
         store.start_run(f"run-{i}", None)
         for j in range(3):
-            store.put(Checkpoint(f"k-{i}-{j}", f"run-{i}", "p", "n", "step", j, "json", b"1",
-                                 "0" * 32, "0" * 16))
+            store.put(
+                Checkpoint(
+                    f"k-{i}-{j}", f"run-{i}", "p", "n", "step", j, "json", b"1", "0" * 32, "0" * 16
+                )
+            )
         store.finish_run(f"run-{i}", "completed")
     store.claim("abandoned", "host-a:1:aaa", 60)
     store.close()

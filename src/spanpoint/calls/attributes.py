@@ -230,9 +230,7 @@ def finish_reason(reason: Any, message: AIMessage) -> str:
     return "tool_call" if message.tool_calls else "stop"
 
 
-def genai_messages(
-    messages: Sequence[BaseMessage], capture: CapturePolicy
-) -> list[dict[str, Any]]:
+def genai_messages(messages: Sequence[BaseMessage], capture: CapturePolicy) -> list[dict[str, Any]]:
     """Messages in the GenAI conventions' JSON shape (role and typed parts), for opt-in
     capture: each text redacted and bounded on its own, so the list stays valid JSON."""
     out: list[dict[str, Any]] = []

@@ -29,6 +29,7 @@ from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
 
 CURRENCY = "USD"
 
+
 @dataclass(frozen=True, slots=True)
 class CallCost:
     """Tokens and cost of one model call; ``amount`` is None when its model is not priced."""

@@ -297,11 +297,8 @@ def message_changes(
         out.extend(
             _message_change(index_a(i), "removed", a[i], None) for i in range(i1 + pairs, i2)
         )
-        out.extend(
-            _message_change(index_b(j), "added", None, b[j]) for j in range(j1 + pairs, j2)
-        )
+        out.extend(_message_change(index_b(j), "added", None, b[j]) for j in range(j1 + pairs, j2))
     return tuple(out)
-
 
 
 def _message_change(index: int, change: Change, x: Any, y: Any) -> MessageChange:

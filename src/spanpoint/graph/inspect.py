@@ -192,6 +192,7 @@ def _is_graph(obj: Any) -> bool:
     """A compiled LangGraph graph (nodes and channels), without importing Pregel."""
     return isinstance(getattr(obj, "nodes", None), Mapping) and hasattr(obj, "channels")
 
+
 def has_checkpoint_middleware(graph: Any) -> bool:
     """Whether a ``create_agent`` graph was built with spanpoint's ``CheckpointMiddleware``."""
     return find_checkpoint_middleware(graph) is not None

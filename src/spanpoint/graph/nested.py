@@ -269,9 +269,7 @@ def _close(span: trace.Span, output: Any, thread_id: Any) -> Any:
         try:
             interrupts = output_interrupts(output)
             if interrupts:
-                spans.paused_event(
-                    span, [i.id for i in interrupts], [i.value for i in interrupts]
-                )
+                spans.paused_event(span, [i.id for i in interrupts], [i.value for i in interrupts])
             if interrupts or (isinstance(output, dict) and "messages" in output):
                 result = build_result(output, "" if thread_id is None else str(thread_id), None)
                 attrs = result_attributes(result)

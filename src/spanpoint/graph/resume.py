@@ -189,9 +189,7 @@ def _announce(span: trace.Span, graph_input: Any, snapshot: Any, thread_id: Any)
     attrs = resume_attributes(ids)
     if thread_id is not None:
         attrs[semconv.GEN_AI_CONVERSATION_ID] = str(thread_id)
-    add_bounded_event(
-        semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=settings().capture
-    )
+    add_bounded_event(semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=settings().capture)
 
 
 def _thread(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -228,9 +226,7 @@ def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool
     return config
 
 
-async def atraced_call_config(
-    graph: Any, graph_input: Any, config: Any, *, stamp: bool
-) -> Any:
+async def atraced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool) -> Any:
     """The async form of :func:`traced_call_config` (``aget_state``)."""
     config, span, read = _prepare(graph_input, config, stamp)
     if read is not None:

@@ -62,9 +62,7 @@ def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None)
     span.end()
 
 
-def _stream_wrapper(
-    options: PatchOptions, switch: Any, traced_iter: Callable[..., Any]
-) -> Wrapper:
+def _stream_wrapper(options: PatchOptions, switch: Any, traced_iter: Callable[..., Any]) -> Wrapper:
     """The wrapper of ``stream`` or ``astream``: ``traced_iter`` (:func:`_traced_iter` or
     :func:`_traced_aiter`) unless the call is the inner stream of a traced ``invoke``, which
     is claimed and passed through (it runs on every ``invoke``, so the check is inline)."""

@@ -21,6 +21,7 @@ from spanpoint.stores.base import OnceState, OnceToken, new_owner_id
 
 __all__ = ["OnceState", "OnceStore", "OnceToken", "new_owner_id", "once_key"]
 
+
 @runtime_checkable
 class OnceStore(Protocol):
     """The part of a checkpoint store that keeps once-tokens (every spanpoint store has it)."""

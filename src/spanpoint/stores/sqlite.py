@@ -739,8 +739,7 @@ class SqliteStore(RunPages):
         candidates = self._run(
             "delete_runs_older_than",
             lambda c: [
-                r[0]
-                for r in c.execute("SELECT run_id FROM runs WHERE updated_at < ?", (cutoff,))
+                r[0] for r in c.execute("SELECT run_id FROM runs WHERE updated_at < ?", (cutoff,))
             ],
             write=False,
         )
@@ -801,9 +800,7 @@ class SqliteStore(RunPages):
         # `output IS NOT NULL` lets the delete use the partial checkpoints_run index; a row of
         # the run without output is a lease (a boundary under way, or a corrupted row taken
         # over), which the stale-lease pass removes once it expires.
-        conn.executemany(
-            "DELETE FROM checkpoints WHERE run_id = ? AND output IS NOT NULL", old
-        )
+        conn.executemany("DELETE FROM checkpoints WHERE run_id = ? AND output IS NOT NULL", old)
         for table in ("journal", "waits", "runs"):
             conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", old)
         return len(old)

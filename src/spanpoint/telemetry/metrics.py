@@ -224,6 +224,7 @@ def guard_instruments(provider: Any = None) -> GuardInstruments:
 
 # --- the run summary's instruments (graph calls) -------------------------------------------
 
+
 class GraphCallInstruments:
     """The run summary's instruments of one meter provider (``spanpoint.graph.summary``).
 
