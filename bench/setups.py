@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,19 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "floor_calls": (
         "the floor of the calls strategy, by hand: a bare AgentMiddleware whose every model "
         "and tool call is a bare span + the SQLite lease and commit of its output",
+        ("agent", "agent_async"),
+    ),
+    "floor_calls_attrs": (
+        "floor_calls whose spans carry the attributes and events spanpoint's spans carry (the "
+        "GenAI conventions' and spanpoint's checkpoint attributes, copied from a spanpoint "
+        "run of the same workload), plus the agent's invoke_agent span: the SDK's price of "
+        "the spans the product promises, with none of spanpoint's code",
+        ("agent", "agent_async"),
+    ),
+    "floor_calls_semconv": (
+        "floor_calls_attrs plus the GenAI client histograms the conventions define "
+        "(gen_ai.client.operation.duration for every span, gen_ai.client.token.usage input "
+        "and output for chat) with their attributes: the SDK's price of the conventions",
         ("agent", "agent_async"),
     ),
     "openinference": ("openinference-instrumentation-langchain", workloads.WORKLOADS),
@@ -448,6 +462,193 @@ def _floor_calls(
     return Invoker(_plain_call(workload, _graph_for(workload, [floor])))
 
 
+def _spanpoint_spans(workload: str) -> list[dict[str, Any]]:
+    """The spans one ``spanpoint_calls`` invoke of ``workload`` makes, in end order: name,
+    attributes and events, read in a separate process (spanpoint's patches never load here)."""
+    import json
+    import subprocess
+    import sys
+
+    script = f"""
+import json, sys, tempfile
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import setups
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+telemetry = setups.Telemetry()
+kept = InMemorySpanExporter()
+telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(kept))
+invoker = setups.make("spanpoint_calls", {workload!r}, Path(tempfile.mkdtemp()), telemetry)
+invoker.open_batch()
+invoker.call(0)
+kept.clear()
+invoker.call(1)
+print(json.dumps([
+    {{"name": s.name, "attributes": dict(s.attributes or {{}}),
+      "events": [[e.name, dict(e.attributes or {{}})] for e in s.events]}}
+    for s in kept.get_finished_spans()
+]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _floor_calls_conventions(
+    workload: str, store_dir: Path, telemetry: Telemetry, metrics_too: bool
+) -> Invoker:
+    """``floor_calls`` paying the OTel SDK for what spanpoint's spans promise, nothing more.
+
+    Every span starts with the attributes the matching spanpoint span carried (the k-th
+    ``chat`` of an invoke gets the k-th captured ``chat`` span's), adds its events, and with
+    ``metrics_too`` records the GenAI client histograms in the span's context, as
+    ``spanpoint.telemetry.metrics`` does. No spanpoint code runs here.
+    """
+    from langchain.agents.middleware import AgentMiddleware
+
+    from spanpoint._hooks import sign_hooks
+
+    captured = _spanpoint_spans(workload)
+    by_kind: dict[str, list[dict[str, Any]]] = {"chat": [], "execute_tool": []}
+    agent_span: dict[str, Any] = {"name": f"invoke_agent {workload}", "attributes": {}}
+    for span in captured:
+        kind = span["name"].split(" ", 1)[0]
+        if kind in by_kind:
+            by_kind[kind].append(span)
+        elif kind == "invoke_agent":
+            agent_span = span
+    protocol = _Protocol(store_dir, telemetry, leases=True)
+    tracer = protocol.tracer
+    meter = telemetry.meter_provider.get_meter("floor")
+    duration = meter.create_histogram(
+        "gen_ai.client.operation.duration",
+        unit="s",
+        explicit_bucket_boundaries_advisory=(
+            0.01,
+            0.02,
+            0.04,
+            0.08,
+            0.16,
+            0.32,
+            0.64,
+            1.28,
+            2.56,
+            5.12,
+            10.24,
+            20.48,
+        ),
+    )
+    tokens = meter.create_histogram(
+        "gen_ai.client.token.usage",
+        unit="{token}",
+        explicit_bucket_boundaries_advisory=(
+            1,
+            4,
+            16,
+            64,
+            256,
+            1024,
+            4096,
+            16384,
+            65536,
+            262144,
+            1048576,
+            4194304,
+        ),
+    )
+    metric_keys = (
+        "gen_ai.operation.name",
+        "gen_ai.provider.name",
+        "gen_ai.request.model",
+        "gen_ai.response.model",
+    )
+    seen = {"chat": 0, "execute_tool": 0}
+
+    def begin(kind: str) -> tuple[Any, str, dict[str, Any]]:
+        spans = by_kind[kind] or [{"name": kind, "attributes": {}, "events": []}]
+        model = spans[seen[kind] % len(spans)]
+        seen[kind] += 1
+        key = f"{next(protocol.keys):064d}"
+        span = tracer.start_span(model["name"], attributes=model["attributes"])
+        protocol.store.claim(key, "floor-owner", 300.0, fresh=True)
+        return span, key, model
+
+    def end(span: Any, model: dict[str, Any], started: float) -> None:
+        for name, attributes in model.get("events", ()):
+            span.add_event(name, attributes)
+        if metrics_too:
+            attrs = model["attributes"]
+            metric_attrs = {k: attrs[k] for k in metric_keys if k in attrs}
+            context = trace.set_span_in_context(span)
+            duration.record(time.perf_counter() - started, metric_attrs, context)
+            if not model["name"].startswith("chat"):
+                return
+            for token_type, usage in (
+                ("input", "gen_ai.usage.input_tokens"),
+                ("output", "gen_ai.usage.output_tokens"),
+            ):
+                if usage in attrs:
+                    tokens.record(
+                        attrs[usage], {**metric_attrs, "gen_ai.token.type": token_type}, context
+                    )
+
+    def commit(span: Any, key: str, model: dict[str, Any], started: float, output: Any) -> None:
+        import dataclasses
+
+        tag, data = protocol.serde.dumps(output)
+        end(span, model, started)
+        span.end()
+        cp = dataclasses.replace(protocol.template, key=key, output_type=tag, output=data)
+        protocol.store.put(cp, owner="floor-owner")
+
+    class ConventionsMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            started = time.perf_counter()
+            span, key, model = begin("chat")
+            response = handler(request)
+            commit(span, key, model, started, response.result)
+            return response
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            started = time.perf_counter()
+            span, key, model = begin("chat")
+            response = await handler(request)
+            commit(span, key, model, started, response.result)
+            return response
+
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            started = time.perf_counter()
+            span, key, model = begin("execute_tool")
+            result = handler(request)
+            commit(span, key, model, started, result)
+            return result
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            started = time.perf_counter()
+            span, key, model = begin("execute_tool")
+            result = await handler(request)
+            commit(span, key, model, started, result)
+            return result
+
+    floor = ConventionsMiddleware()
+    sign_hooks(floor)
+    plain = _plain_call(workload, _graph_for(workload, [floor]))
+
+    def call(i: int) -> Any:
+        seen.update(chat=0, execute_tool=0)
+        started = time.perf_counter()
+        with tracer.start_as_current_span(
+            agent_span["name"], attributes=agent_span["attributes"]
+        ) as span:
+            output = plain(i)
+            end(span, agent_span, started)
+        return output
+
+    return Invoker(call)
+
+
 _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
     "none_again": _none,
     "floor_span": _floor_span,
@@ -455,6 +656,8 @@ _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
     "floor_calls_1w": lambda w, d, t: _floor_calls(w, d, t, leases=False),
     "floor_graph_call": _floor_graph_call,
     "floor_calls": _floor_calls,
+    "floor_calls_attrs": lambda w, d, t: _floor_calls_conventions(w, d, t, metrics_too=False),
+    "floor_calls_semconv": lambda w, d, t: _floor_calls_conventions(w, d, t, metrics_too=True),
     "none": _none,
     "spanpoint_zero_code": _spanpoint_zero_code,
     "spanpoint_graph_call": _spanpoint_durable("graph_call", run_per_invoke=False),
