@@ -156,6 +156,20 @@ class Postgres:
         return total / ticks
 
 
+def processes_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system) the live processes ``pids`` have used so far; one that
+    is gone counts nothing."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def with_dbname(dsn: str, dbname: str) -> str:
     """``dsn`` (a postgresql:// URL) pointing at database ``dbname``."""
     head, sep, query = dsn.partition("?")
