@@ -189,3 +189,35 @@ def test_an_agent_invoked_by_hand_inside_a_run_has_its_totals_on_the_run_span(
                 stored.saved, rel=1e-9
             )
             assert stored.saved > 0
+
+
+def test_a_runs_totals_price_each_model_call_once_however_many_graph_calls_it_makes(
+    configured_sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The totals after each graph call (and at the run's end) add the calls kept since the
+    # last total: looking at every call of the run again made the k-th graph call cost O(k).
+    from spanpoint.calls import cost
+    from spanpoint.run import current_run
+
+    telemetry = configured_sqlite
+    priced: list[str] = []
+    original = cost._checkpoint_cost
+
+    def counting(cp: Any) -> Any:
+        priced.append(cp.key)
+        return original(cp)
+
+    monkeypatch.setattr(cost, "_checkpoint_cost", counting)
+    runner = make_runner("gpt-4o")
+    with spanpoint.run("cost-once"):
+        scope = current_run()
+        assert scope is not None
+        for i in range(4):
+            runner.invoke(REQUEST, thread_id=f"t-once-{i}")
+    kept = [cp.key for _, cp in scope.model_calls]
+    assert len(kept) == 8
+    assert priced == kept  # each once, in completion order
+    (root,) = telemetry.runs()
+    again = cost.attempt_cost(scope.model_calls)  # from scratch: the very same totals
+    assert root.attributes[semconv.RUN_EXECUTED_COST] == again.executed.cost > 0
+    assert root.attributes[semconv.RUN_EXECUTED_TOKENS] == again.executed.tokens

@@ -28,7 +28,7 @@ from opentelemetry.metrics import MeterProvider
 
 from spanpoint import semconv
 from spanpoint._version import __version__
-from spanpoint.calls.cost import RunCost, attempt_cost
+from spanpoint.calls.cost import RunCost, scope_cost
 from spanpoint.config import settings
 from spanpoint.errors import SpanpointError
 from spanpoint.graph.results import RunResult
@@ -99,7 +99,7 @@ def _attempt_cost(scope: RunScope) -> dict[str, Any] | None:
     # What the attempt kept of its model calls, not the whole run read from the store after
     # each graph call (a run's k-th graph call read k graph calls' checkpoints: half of the
     # CPU at 300 graph calls in one run). The same totals `spanpoint show` reads back later.
-    cost = attempt_cost(scope.model_calls_so_far())
+    cost = scope_cost(scope)  # the calls kept since the last graph call only
     if scope.span is not None and scope.span.is_recording():
         scope.span.set_attributes(cost.span_attributes())
     return cost.to_dict()
