@@ -279,3 +279,43 @@ def test_a_call_that_ends_first_leaves_the_seams_to_the_one_still_running() -> N
     assert BaseChatModel.__dict__["_generate_with_cache"] is not original  # still live
     second.__exit__(None, None, None)
     assert BaseChatModel.__dict__["_generate_with_cache"] is original
+
+
+def test_a_direct_tool_calls_arguments_are_redacted_once_for_both_views(
+    configured: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool invoked in a node (the tool seam): the checkpoint's view and input view show
+    the same redacted arguments, walked once."""
+    from spanpoint.capture import CapturePolicy
+
+    args = {"ticket": 42, "api_key": "plain-secret-value-3"}
+    walked: list[Any] = []
+    redact = CapturePolicy.redact
+
+    def counting(self: CapturePolicy, value: Any) -> Any:
+        if value == args:
+            walked.append(value)
+        return redact(self, value)
+
+    monkeypatch.setattr(CapturePolicy, "redact", counting)
+
+    @tool
+    def lookup(ticket: int, api_key: str) -> str:
+        """Look a ticket up."""
+        return f"ticket {ticket}: open"
+
+    def node(state: State) -> dict[str, str]:
+        return {"draft": str(lookup.invoke(args))}
+
+    builder = StateGraph(State)
+    builder.add_node("lookup", node)
+    builder.add_edge(START, "lookup")
+    builder.add_edge("lookup", END)
+    runner = spanpoint.GraphRunner(builder.compile(), name="direct", strategy="calls")
+    with spanpoint.run("direct-redact"):
+        runner.invoke({"request": "x"}, thread_id="t-redact")
+    (cp,) = configured.store.list_checkpoints("direct-redact")
+    assert cp.kind == "tool_call"
+    assert cp.view["args"] == {"ticket": 42, "api_key": "[REDACTED]"}
+    assert cp.input_view == {"args": cp.view["args"]}
+    assert len(walked) == 1

@@ -228,3 +228,34 @@ def test_secrets_in_tool_arguments_never_leave_the_process(configured: Any, cont
     if content == "SPAN_AND_EVENT":  # arguments are captured, redacted
         args = configured.spans("execute_tool")[0].attributes[semconv.GEN_AI_TOOL_CALL_ARGUMENTS]
         assert json.loads(args)["ticket_id"] == 9
+
+
+def test_a_tool_calls_arguments_are_redacted_once_for_its_view_and_input_view(
+    configured: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checkpoint's view and its input view show the same redacted arguments: one walk.
+    args = {"ticket_id": 9, "api_key": "plain-secret-value-2"}
+    walked: list[Any] = []
+    redact = CapturePolicy.redact
+
+    def counting(self: CapturePolicy, value: Any) -> Any:
+        if value == args:
+            walked.append(value)
+        return redact(self, value)
+
+    monkeypatch.setattr(CapturePolicy, "redact", counting)
+
+    @tool
+    def call_api(ticket_id: int, api_key: str) -> str:
+        """Call the ticket API."""
+        return "done"
+
+    agent = make_agent([[{"name": "call_api", "args": args}]], [call_api])
+    with spanpoint.run("redact-once"):
+        agent.invoke(REQUEST)
+    (cp,) = [c for c in configured.store.list_checkpoints("redact-once") if c.kind == "tool_call"]
+    assert cp.view["args"] == {"ticket_id": 9, "api_key": "[REDACTED]"}
+    assert cp.input_view == {"args": cp.view["args"]}
+    # Once by the tool call's boundary; the next model call's input view shows the AI message
+    # that asked for the call, whose arguments it redacts as part of that message.
+    assert len(walked) == 2, walked

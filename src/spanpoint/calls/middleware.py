@@ -323,13 +323,16 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
                 tool_call_id=call_id,
                 config=_tool_config(request),
             )
+            # Redacted once: the view and the input view show the same arguments (as the
+            # call was given them, before the tool ran).
+            redacted = capture.redact(args)
             spec.view = {
                 "operation": semconv.OP_EXECUTE_TOOL,
                 "tool": name,
                 "call_id": call_id,
-                "args": capture.redact(args),
+                "args": redacted,
             }
-            spec.input_view = lambda: call_inputs.tool_input_view(args, capture)
+            spec.input_view = lambda: {"args": redacted}
         return spec
 
 

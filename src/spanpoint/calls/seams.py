@@ -309,13 +309,14 @@ def tool_spec(tool: Any, tool_input: Any, call_id: Any) -> BoundarySpec | None:
         spec.fingerprint = call_identity.tool_call_fingerprint(name, args, tool)
     except UnfingerprintableInputError as exc:
         return _not_cacheable(spec, exc)
+    redacted = capture.redact(args)  # once, for the view and the input view alike
     spec.view = {
         "operation": semconv.OP_EXECUTE_TOOL,
         "tool": name,
         "call_id": call_id,
-        "args": capture.redact(args),
+        "args": redacted,
     }
-    spec.input_view = lambda: call_inputs.tool_input_view(args, capture)
+    spec.input_view = lambda: {"args": redacted}
     return spec
 
 
