@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
@@ -34,6 +35,7 @@ from spanpoint.graph.invoke import (
     node_counters,
     shapes_output,
 )
+from spanpoint.graph.nested import runner_call
 from spanpoint.graph.results import (
     RunResult,
     alatest_state,
@@ -122,16 +124,13 @@ class GraphCall:
         """One call; a boundary unless the strategy is ``calls``."""
         started = time.perf_counter()
         if self.runner.strategy == "calls":
-            # The model and tool seams (spanpoint.calls.seams) for this call, unless the
-            # zero-code instrumentor already installed them (the runner never needs it).
-            with seams.installed():
+            # The runner's scope (nested calls' spans, and the model and tool seams of
+            # spanpoint.calls.seams: the runner never needs the zero-code instrumentor).
+            with self._scope():
                 return self._traced_only(req, kwargs, started)
         tally = _Tally()
         try:
-            # The seams under graph_call too: a resume is another graph call, so the calls a
-            # re-executed task completed replay through their task anchor, not this boundary.
-            with seams.installed():
-                result = call_boundary(self._spec(req, kwargs), self._execute, req, kwargs, tally)
+            result = call_boundary(self._spec(req, kwargs), self._scoped, req, kwargs, tally)
         except Exception as exc:
             self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
@@ -141,17 +140,40 @@ class GraphCall:
         """The async form of :meth:`invoke`."""
         started = time.perf_counter()
         if self.runner.strategy == "calls":
-            with seams.installed():
+            with self._scope():
                 return await self._atraced_only(req, kwargs, started)
         tally = _Tally()
         try:
             spec = self._spec(req, kwargs)
-            with seams.installed():
-                result = await acall_boundary(spec, self._aexecute, req, kwargs, tally)
+            result = await acall_boundary(spec, self._ascoped, req, kwargs, tally)
         except Exception as exc:
             self.summarize(req, started, None, exc, node_counters(tally.nodes))
             raise
         return self._ended(req, started, result, node_counters(tally.nodes), tally.span)
+
+    @contextmanager
+    def _scope(self) -> Iterator[None]:
+        """The scope of a call that runs the graph: nested graph calls get their spans
+        (spanpoint.graph.nested), model and tool calls are boundaries (the seams)."""
+        with runner_call(self.graph, self.runner.strategy), seams.installed():
+            yield
+
+    def _scoped(self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally) -> RunResult:
+        """A graph_call boundary's body: the graph's execution in the runner's scope.
+
+        The scope opens only here, when the boundary executes: a replay runs no graph, so
+        it wraps no class (installing and removing the scope writes six class attributes
+        twice, and each write empties the method caches of the class and its subclasses).
+        The seams under graph_call too: a resume is another graph call, so the calls a
+        re-executed task completed replay through their task anchor, not this boundary.
+        """
+        with self._scope():
+            return self._execute(req, kwargs, tally)
+
+    async def _ascoped(self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally) -> RunResult:
+        """The async form of :meth:`_scoped`."""
+        with self._scope():
+            return await self._aexecute(req, kwargs, tally)
 
     def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
         identity = fingerprint = None

@@ -61,7 +61,6 @@ class GraphRunner:
         # the run summary) loads with the first runner, not with `from spanpoint.graph import`.
         from spanpoint.graph.call import GraphCall
         from spanpoint.graph.inspect import inspect_graph
-        from spanpoint.graph.nested import runner_call
 
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(
@@ -85,10 +84,10 @@ class GraphRunner:
         self.info = inspect_graph(graph, strategy, self.durability, kind)
         for warning in self.info.warnings:
             logger.warning("spanpoint: graph %r: %s", name, warning)
-        self._call = GraphCall(self)
         # Nested graph calls (sub-agents, members, sub-graphs) get their spans inside each
-        # call (spanpoint.graph.nested), with or without the zero-code instrumentor.
-        self._nested = runner_call
+        # call that executes the graph (GraphCall's runner scope: spanpoint.graph.nested),
+        # with or without the zero-code instrumentor.
+        self._call = GraphCall(self)
 
     def __repr__(self) -> str:
         return (
@@ -110,17 +109,13 @@ class GraphRunner:
         arguments (``durability=``, ``interrupt_before=``, …) pass through to the graph. A
         failure re-raises the graph's exception unchanged.
         """
-        req = self._request(request, thread_id)
-        with self._nested(self.graph, self.strategy):
-            return self._call.invoke(req, kwargs)
+        return self._call.invoke(self._request(request, thread_id), kwargs)
 
     async def ainvoke(
         self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
     ) -> RunResult:
         """The async form of :meth:`invoke` (``graph.ainvoke``)."""
-        req = self._request(request, thread_id)
-        with self._nested(self.graph, self.strategy):
-            return await self._call.ainvoke(req, kwargs)
+        return await self._call.ainvoke(self._request(request, thread_id), kwargs)
 
     def stream(
         self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
