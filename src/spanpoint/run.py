@@ -355,7 +355,7 @@ class run:
             )
         cfg = settings()
         store = self._resolve_store(cfg)
-        attempt = store.start_run(self.run_id, self.name)
+        attempt, forked = _start_run(store, self.run_id, self.name)
         scope = RunScope(
             run_id=self.run_id,
             name=self.name,
@@ -378,7 +378,7 @@ class run:
             attrs[semconv.RUN_NAME] = self.name
         if scope.durability == "async":  # the default, "sync", is not repeated on every run
             attrs[semconv.RUN_DURABILITY] = "async"
-        self._fork = fork_origin(store, self.run_id)
+        self._fork = fork_origin(store, self.run_id) if forked else None
         links = _fork_links(self._fork, attrs) if self._fork else None
         self._span_cm = cfg.tracer.start_as_current_span(
             run_span_name(workflow, attempt),
@@ -497,6 +497,17 @@ def _settle_commits(scope: RunScope, span: Span) -> int:
     if not done:  # settle() without a timeout waits for every write: kept for a bounded one
         scope.warn(f"commits of run {scope.run_id!r} were still pending at its end")
     return len(failed)
+
+
+def _start_run(store: CheckpointStore, run_id: str, name: str | None) -> tuple[int, bool]:
+    """The attempt a run starts, and whether it may be a fork (it has a fork record): asked
+    of the store in the same statement when it can (``start_run_probing``, SQLite), which
+    saves a replayed run one point read; else always "maybe", and the record is read."""
+    probing = getattr(store, "start_run_probing", None)
+    if probing is None:
+        return store.start_run(run_id, name), True
+    attempt, found = probing(run_id, name, fork_origin_key(run_id))
+    return int(attempt), bool(found)
 
 
 def fork_origin_key(run_id: str) -> str:

@@ -433,20 +433,34 @@ class SqliteStore(RunPages):
 
     # --- runs ----------------------------------------------------------------------------
 
+    # The attempt, and whether a checkpoint is committed under the key ?4, in one statement
+    # (atomic on its own, so no BEGIN/COMMIT around it: two more round trips per run start).
+    _START_RUN = (
+        "INSERT INTO runs VALUES (?1, ?2, 1, 'running', ?3, ?3) ON CONFLICT(run_id) DO UPDATE "
+        "SET attempts = attempts + 1, status = 'running', updated_at = excluded.updated_at,"
+        " name = COALESCE(excluded.name, runs.name) RETURNING attempts, "
+        "EXISTS (SELECT 1 FROM checkpoints WHERE key = ?4 AND output IS NOT NULL)"
+    )
+
     def start_run(self, run_id: str, name: str | None) -> int:
+        return self._start_run(run_id, name, "")[0]  # no checkpoint has the key ""
+
+    def start_run_probing(self, run_id: str, name: str | None, key: str) -> tuple[int, bool]:
+        """:meth:`start_run`, and whether a checkpoint is committed under ``key``, in the
+        same statement: a run start reads its fork record (``run.fork_origin``) only when
+        there is one, rather than with one more point read at every run start."""
+        if type(self).start_run is not SqliteStore.start_run:
+            return self.start_run(run_id, name), True  # a subclass's own start_run
+        return self._start_run(run_id, name, key)
+
+    def _start_run(self, run_id: str, name: str | None, key: str) -> tuple[int, bool]:
         self._check_identity()
-
-        def op(conn: sqlite3.Connection) -> int:
-            now = time.time()
-            row = conn.execute(
-                "INSERT INTO runs VALUES (?, ?, 1, 'running', ?, ?) ON CONFLICT(run_id) DO UPDATE "
-                "SET attempts = attempts + 1, status = 'running', updated_at = excluded.updated_at,"
-                " name = COALESCE(excluded.name, runs.name) RETURNING attempts",
-                (run_id, name, now, now),
-            ).fetchone()
-            return int(row[0])
-
-        return self._run("start_run", op, write=True)
+        row = self._run(
+            "start_run",
+            lambda c: c.execute(self._START_RUN, (run_id, name, time.time(), key)).fetchone(),
+            write=False,
+        )
+        return int(row[0]), bool(row[1])
 
     def finish_run(
         self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
