@@ -78,6 +78,9 @@ class BoundarySpec:
         on_replay: called with the replay span and the stored output, to add what the
             execution would have added while running (lifecycle events, for example).
         encode / decode: map the output to and from what is serialized.
+        on_staged: called with the checkpoint once it is staged for commit (the output is
+            serialized): what a layer derived from the live output (a model call's cost) is
+            kept for that checkpoint, so nothing decodes the stored bytes again to derive it.
     """
 
     kind: str
@@ -94,6 +97,7 @@ class BoundarySpec:
     on_replay: Callable[[trace.Span, Any], None] | None = None
     encode: Callable[[Any], Any] | None = None
     decode: Callable[[Any], Any] | None = None
+    on_staged: Callable[[Checkpoint], None] | None = None
 
 
 #: What stands for the fingerprint in an uncacheable boundary's position (a real one is hex).
@@ -439,6 +443,11 @@ class _Execution:
                     scope.store, checkpoint, owner, durability=scope.durability
                 )
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
+                if call.spec.on_staged is not None:
+                    try:
+                        call.spec.on_staged(checkpoint)
+                    except Exception as exc:  # a derived value is best effort, never the commit
+                        scope.warn(f"on_staged failed for {call.path!r}: {exception_text(exc)}")
         span.set_status(spans.STATUS_OK)
         return output
 

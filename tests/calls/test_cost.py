@@ -221,3 +221,39 @@ def test_a_runs_totals_price_each_model_call_once_however_many_graph_calls_it_ma
     again = cost.attempt_cost(scope.model_calls)  # from scratch: the very same totals
     assert root.attributes[semconv.RUN_EXECUTED_COST] == again.executed.cost > 0
     assert root.attributes[semconv.RUN_EXECUTED_TOKENS] == again.executed.tokens
+
+
+def test_an_executed_model_call_is_priced_once_from_its_reply_not_again_from_its_bytes(
+    configured_sqlite: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The chat span's description prices the reply; the run's totals take that cost for the
+    # call's checkpoint instead of decoding the stored output to price it a second time.
+    from spanpoint.calls import cost
+    from spanpoint.run import current_run
+
+    decoded: list[bytes] = []
+    unpackb = cost.ormsgpack.unpackb
+
+    def counting(data: bytes, **kwargs: Any) -> Any:
+        decoded.append(data)
+        return unpackb(data, **kwargs)
+
+    monkeypatch.setattr(cost.ormsgpack, "unpackb", counting)
+    runner = make_runner("gpt-4o")
+    with spanpoint.run("cost-live"):
+        scope = current_run()
+        assert scope is not None
+        for i in range(2):
+            runner.invoke(REQUEST, thread_id=f"t-live-{i}")
+    checkpoints = [cp for _, cp in scope.model_calls]
+    assert len(checkpoints) == 4 and decoded == []
+    kept = [cost._checkpoint_cost(cp) for cp in checkpoints]
+    # What the stored bytes say, decoded and priced from scratch: the very same costs.
+    for cp in checkpoints:
+        del cost._PRICED[(cp.key, cp.output)]
+    assert [cost._checkpoint_cost(cp) for cp in checkpoints] == kept
+    assert decoded and all(c is not None and c.amount for c in kept)  # decoded this time
+    (root,) = configured_sqlite.runs()
+    assert root.attributes[semconv.RUN_EXECUTED_COST] == pytest.approx(
+        sum(c.amount for c in kept if c is not None and c.amount), rel=1e-12
+    )

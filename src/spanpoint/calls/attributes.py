@@ -20,7 +20,7 @@ from langgraph.types import Command
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
-from spanpoint.calls.cost import cost_attributes
+from spanpoint.calls.cost import CallCost, message_cost, priced_attributes
 from spanpoint.calls.identity import FieldMemo
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 
@@ -158,9 +158,16 @@ def _last_ai(response: Any) -> AIMessage | None:
 
 
 def describe_model_response(
-    response: Any, request_model: str, capture: CapturePolicy
+    response: Any,
+    request_model: str,
+    capture: CapturePolicy,
+    priced: list[tuple[AIMessage, CallCost | None]] | None = None,
 ) -> dict[str, AttributeValue]:
-    """GenAI response attributes: response model, finish reasons, token usage."""
+    """GenAI response attributes: response model, finish reasons, token usage.
+
+    ``priced``: gets ``(the reply, its cost)`` appended when a reply was described (its cost
+    None without usage), so the caller can keep the cost for the reply's checkpoint.
+    """
     attrs: dict[str, AttributeValue] = {}
     ai = _last_ai(response)
     if ai is None:
@@ -173,10 +180,14 @@ def describe_model_response(
     if reason:
         attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [str(reason)]
     usage = ai.usage_metadata
+    cost: CallCost | None = None
     if usage:
         attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
         attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
-        attrs.update(cost_attributes(ai))  # issue 16: priced by genai-prices, else unpriced
+        cost = message_cost(ai)  # issue 16: priced by genai-prices, else unpriced
+        attrs.update(priced_attributes(cost))
+    if priced is not None:
+        priced.append((ai, cost))
     if capture.content_on_spans:
         (message,) = genai_messages([ai], capture)
         # Required by the output-messages schema: without it viewers (Phoenix) reject the

@@ -69,7 +69,11 @@ def price(model: str, provider: str | None, inp: int, out: int, cached: int) -> 
 
 def cost_attributes(message: Any) -> dict[str, Any]:
     """``gen_ai.usage.cost.*`` of a model call's span (or ``spanpoint.cost.unpriced``)."""
-    cost = message_cost(message)
+    return priced_attributes(message_cost(message))
+
+
+def priced_attributes(cost: CallCost | None) -> dict[str, Any]:
+    """:func:`cost_attributes` of a cost already computed (:func:`message_cost`)."""
     if cost is None:
         return {}
     if cost.amount is None:
@@ -228,6 +232,19 @@ def _checkpoint_cost(cp: Checkpoint) -> CallCost | None:
 
 _PRICED: dict[tuple[str, bytes], CallCost | None] = {}
 _MAX_PRICED = 16384
+
+
+def remember(cp: Checkpoint, cost: CallCost | None) -> None:
+    """Keep ``cost`` as the price of ``cp``: what :func:`_checkpoint_cost` would read back
+    from its stored bytes, given by whoever priced the live output it was serialized from
+    (the middleware, whose span already carries that cost) so that it is not decoded again.
+    The caller vouches for the equality (``calls.middleware``: only outputs whose stored form
+    reads back to the same usage fields)."""
+    if cp.output_type != "msgpack":
+        return
+    if len(_PRICED) >= _MAX_PRICED:
+        _PRICED.clear()
+    _PRICED[(cp.key, cp.output)] = cost
 
 
 def attempt_cost(model_calls: Iterable[tuple[bool, Checkpoint]]) -> RunCost:

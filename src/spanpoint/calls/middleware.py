@@ -52,7 +52,7 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
 )
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
@@ -78,6 +78,7 @@ from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError, UnfingerprintableInputError
 from spanpoint.run import current_frame, current_run, on_run_end
+from spanpoint.stores.base import Checkpoint
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -237,6 +238,15 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         checkpoint = mode == "checkpoint" and (run_id is not None or tasks.durable_here())
         if not checkpoint:
             self._not_replayed(attrs, mode, run_id)
+        # (response, its reply, the reply's cost) as the span's description priced it.
+        priced: list[tuple[Any, AIMessage, cost.CallCost | None]] = []
+
+        def describe(response: Any) -> dict[str, AttributeValue]:
+            replies: list[tuple[AIMessage, cost.CallCost | None]] = []
+            described = describe_model_response(response, model_name, capture, replies)
+            priced.extend((response, ai, found) for ai, found in replies)
+            return described
+
         spec = BoundarySpec(
             kind=semconv.KIND_MODEL_CALL,
             name=model_name,
@@ -244,9 +254,10 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             attributes=attrs,
             span_kind=SpanKind.CLIENT,
             replay=checkpoint,
-            describe=lambda response: describe_model_response(response, model_name, capture),
+            describe=describe,
             encode=encode_model_response,
             decode=decode_model_response,
+            on_staged=lambda cp: _keep_cost(cp, priced),
         )
         if checkpoint:
             try:
@@ -355,6 +366,51 @@ def _not_cacheable(spec: BoundarySpec, exc: UnfingerprintableInputError) -> Boun
     if scope is not None:
         scope.warn(message)
     return spec
+
+
+def _keep_cost(cp: Checkpoint, priced: list[tuple[Any, AIMessage, cost.CallCost | None]]) -> None:
+    """Keep the cost the span's description computed as the checkpoint's (the run's totals
+    read it: ``cost.scope_cost``), instead of decoding the stored output again to price it.
+
+    Only where the stored form prices the same, field for field (``cost.output_cost`` of the
+    stored output): a ``ModelResponse`` of plain ``AIMessage`` objects and nothing else (the
+    stored walk reads every AIMessage in it and keeps the last, as the description does), no
+    structured response, and str / int usage fields, which LangGraph's serializer stores as
+    they are. Anything else is priced from its stored bytes, as before.
+    """
+    if len(priced) != 1:
+        return
+    response, ai, found = priced[0]
+    if (
+        type(response) is not ModelResponse
+        or response.structured_response is not None
+        or not response.result
+        or not all(type(message) is AIMessage for message in response.result)
+        or response.result[-1] is not ai
+        or not _plain_usage(ai)
+    ):
+        return
+    cost.remember(cp, found)
+
+
+def _plain_usage(ai: AIMessage) -> bool:
+    """Whether the fields ``cost.message_cost`` reads are plain str and int values."""
+    fields = ai.__dict__
+    meta = fields.get("response_metadata") or {}
+    if not isinstance(meta, dict):
+        return False
+    for key in ("model_name", "model", "model_provider"):
+        value = meta.get(key)
+        if value is not None and type(value) is not str:
+            return False
+    usage = fields.get("usage_metadata") or {}
+    if not isinstance(usage, dict):
+        return False
+    details = usage.get("input_token_details") or {}
+    if not isinstance(details, dict):
+        return False
+    values = (usage.get("input_tokens"), usage.get("output_tokens"), details.get("cache_read"))
+    return all(value is None or type(value) is int for value in values)
 
 
 def encode_model_response(response: Any) -> Any:
