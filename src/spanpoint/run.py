@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
 
@@ -325,7 +326,7 @@ class run:
         self._strict = strict
         self.scope: RunScope | None = None
         self._tokens: tuple[Token[RunScope | None], Token[Frame | None]] | None = None
-        self._span_cm: Any = None
+        self._span_token: object = None
         self._fork: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
@@ -380,14 +381,16 @@ class run:
             attrs[semconv.RUN_DURABILITY] = "async"
         self._fork = fork_origin(store, self.run_id) if forked else None
         links = _fork_links(self._fork, attrs) if self._fork else None
-        self._span_cm = cfg.tracer.start_as_current_span(
+        # start_span and attach, what start_as_current_span does under its two generator
+        # context managers: the run records its own failures (record_failure, redacted).
+        scope.span = span = cfg.tracer.start_span(
             run_span_name(workflow, attempt),
             attributes=attrs,
             links=links,
             record_exception=False,
             set_status_on_exception=False,
         )
-        scope.span = self._span_cm.__enter__()
+        self._span_token = otel_context.attach(trace.set_span_in_context(span))
         scope.root.span_id = format(scope.span.get_span_context().span_id, "016x")
         self.scope = scope
         self._tokens = (_RUN.set(scope), _FRAME.set(scope.root))
@@ -441,7 +444,8 @@ class run:
                 except Exception as err:
                     scope.warn(f"a run-end hook failed for run {scope.run_id!r}: {err}")
         try:
-            self._span_cm.__exit__(None, None, None)
+            otel_context.detach(self._span_token)  # type: ignore[arg-type]
+            span.end()
         except Exception as err:  # a raising span processor must not lose the run's end
             scope.warn(f"a span processor raised ending the span of run {scope.run_id!r}: {err}")
         try:
