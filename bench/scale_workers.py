@@ -442,6 +442,22 @@ def summarize(raws: list[dict[str, Any]], processes: int) -> dict[str, Any]:
         "connections_idle": idle,
         "idle_worker_holds_connection": idle["workers"] == processes and idle["total"] > 0,
         "load_average_per_round": [raw["load_average"] for raw in raws],
+        # Each round on its own: how far apart rounds of the same phase fall (the noise).
+        "per_round": [_round_figures(raw) for raw in raws] if len(raws) > 1 else [],
+    }
+
+
+def _round_figures(raw: dict[str, Any]) -> dict[str, float | None]:
+    """Throughput and store CPU per boundary (client, server, own backends) of one round."""
+    boundaries = sum(r["boundaries"] for r in raw["reports"])
+    client = sum(r["store_cpu_s"] for r in raw["reports"]) / boundaries * 1e3
+    server = None if raw["server_cpu_s"] is None else raw["server_cpu_s"] / boundaries * 1e3
+    return {
+        "boundaries_per_s": boundaries / raw["wall_s"],
+        "store_client_cpu_ms_per_boundary": client,
+        "server_cpu_ms_per_boundary": server,
+        "backend_cpu_ms_per_boundary": raw["backend_cpu_s"] / boundaries * 1e3,
+        "store_cpu_ms_per_boundary": None if server is None else client + server,
     }
 
 
