@@ -319,3 +319,34 @@ def test_a_direct_tool_calls_arguments_are_redacted_once_for_both_views(
     assert cp.view["args"] == {"ticket": 42, "api_key": "[REDACTED]"}
     assert cp.input_view == {"args": cp.view["args"]}
     assert len(walked) == 1
+
+
+class _CountedNamespace(str):
+    """A checkpoint namespace that counts how often it is compared for equality."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        type(self).compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_tasks_execution_number_is_found_without_scanning_the_runs_earlier_ones() -> None:
+    """Anchor R numbers the executions of a logical task under one frame in the order their
+    namespaces are first seen. Under a run's root every graph call adds one: finding the
+    number must not compare with every earlier namespace (O(k) per call, O(k²) per run)."""
+    from spanpoint.run import Frame, RunScope
+    from spanpoint.stores.memory import MemoryStore
+
+    scope = RunScope("exec-numbers", None, MemoryStore(), 1, False, 30.0, 30.0)
+    enclosing = Frame("", "")
+    spaces = [_CountedNamespace(f"model:{i:032x}") for i in range(300)]
+    numbers = [tasks._execution(scope, enclosing, "model|1|pull", ns) for ns in spaces]
+    assert numbers == list(range(300))
+    _CountedNamespace.compared = 0
+    again = [tasks._execution(scope, enclosing, "model|1|pull", ns) for ns in spaces[::-1]]
+    assert again == list(range(300))[::-1]  # the same namespace is the same execution
+    assert tasks._execution(scope, enclosing, "tools|2|push", spaces[5]) == 0  # its own count
+    assert _CountedNamespace.compared <= 2 * len(spaces)  # not 300 x 300 / 2

@@ -66,8 +66,11 @@ class _Task:
 
 
 _TASKS: OrderedDict[int, _Task] = OrderedDict()
-# (run id, attempt, enclosing identity, logical anchor) -> the full namespaces seen, in order.
-_EXECUTIONS: OrderedDict[tuple[str, int, str, str], list[str]] = OrderedDict()
+# (run id, attempt, enclosing identity, logical anchor) -> each full namespace seen -> its
+# execution number (0, 1, … in the order first seen). A dict, not a list: under a run's root
+# every graph call of the run adds one namespace per step, and a list scanned per call made
+# a run's k-th graph call O(k), the run O(k²).
+_EXECUTIONS: OrderedDict[tuple[str, int, str, str], dict[str, int]] = OrderedDict()
 _THREAD_SCOPES: OrderedDict[str, RunScope] = OrderedDict()
 _LOCK = threading.Lock()
 
@@ -240,12 +243,13 @@ def _execution(scope: RunScope, enclosing: Frame, anchor: str, ns: str) -> int:
     with _LOCK:
         seen = _EXECUTIONS.get(key)
         if seen is None:
-            seen = _EXECUTIONS[key] = []
+            seen = _EXECUTIONS[key] = {}
             while len(_EXECUTIONS) > _MAX_TASKS:
                 _EXECUTIONS.popitem(last=False)
-        if ns not in seen:
-            seen.append(ns)
-        return seen.index(ns)
+        found = seen.get(ns)
+        if found is None:
+            found = seen[ns] = len(seen)  # never removed: numbers stay those of first sight
+        return found
 
 
 register_parent_provider(task_parent)
