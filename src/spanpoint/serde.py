@@ -209,6 +209,11 @@ _UNPACK = ormsgpack.OPT_NON_STR_KEYS
 #: Every msgpack extension header starts with one of these bytes: a payload with none of them
 #: names no type, and is read without the reviver.
 _EXT_HEADER = re.compile(rb"[\xc7-\xc9\xd4-\xd8]")
+#: The extensions that name a type (or a method) and its arguments.
+_CALL_CODES = frozenset(
+    (_EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD, _EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2)
+)
+_SEQUENCES = (list, tuple)
 
 
 class _Reviver:
@@ -241,14 +246,7 @@ class _Reviver:
         payload = ormsgpack.unpackb(data, ext_hook=self, option=_UNPACK)
         if code == _EXT_NUMPY:
             return _numpy_array(payload)
-        if (
-            (
-                code not in (_EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD)
-                and code not in (_EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2)
-            )
-            or not isinstance(payload, list | tuple)
-            or len(payload) < 3
-        ):
+        if code not in _CALL_CODES or not isinstance(payload, _SEQUENCES) or len(payload) < 3:
             raise UntrustedCheckpointError(
                 f"refusing a stored value with msgpack extension {code}: spanpoint never "
                 "writes it that way"
@@ -259,7 +257,11 @@ class _Reviver:
             if (module, name, method) not in _ALLOWED_METHODS:
                 raise _refuse(str(module), f"{name}.{method}")
             return getattr(_target(module, name), method)(args)
-        target = _target(module, name)
+        # The imported allowed target, looked up once (a replay revives every message of a
+        # graph's state this way); anything else goes through _target, which refuses.
+        target = _allowed.get((module, name)) if type(module) is str and type(name) is str else None
+        if target is None:
+            target = _target(module, name)
         if code == _EXT_ONE_ARG:
             return target(args)
         if code == _EXT_POS_ARGS:
