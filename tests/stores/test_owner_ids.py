@@ -50,3 +50,22 @@ def test_execution_owner_ids_are_unique_and_keep_the_process_part() -> None:
     assert not owner_is_dead_here(owners[0])  # this process: alive
     host, _, token = owners[0].rsplit(":", 2)
     assert owner_is_dead_here(f"{host}:{dead_pid()}:{token}")  # same form, a dead pid
+
+
+def test_a_forked_child_is_another_owner_with_its_own_pid() -> None:
+    import os
+
+    parent = process_owner_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its owner id and leave at once
+        try:
+            os.write(write, process_owner_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 4096).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child != parent and child.rsplit(":", 2)[1] == str(pid)
+    assert process_owner_id() == parent  # the parent keeps its own
