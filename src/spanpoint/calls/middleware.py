@@ -381,15 +381,14 @@ def _keep_cost(cp: Checkpoint, priced: list[tuple[Any, AIMessage, cost.CallCost 
     if len(priced) != 1:
         return
     response, ai, found = priced[0]
-    if (
-        type(response) is not ModelResponse
-        or response.structured_response is not None
-        or not response.result
-        or not all(type(message) is AIMessage for message in response.result)
-        or response.result[-1] is not ai
-        or not _plain_usage(ai)
-    ):
+    if type(response) is not ModelResponse or response.structured_response is not None:
         return
+    result = response.result
+    if not result or result[-1] is not ai or not _plain_usage(ai):
+        return
+    for message in result:  # a loop, not all(genexpr): this runs for every model call
+        if type(message) is not AIMessage:
+            return
     cost.remember(cp, found)
 
 
@@ -409,8 +408,10 @@ def _plain_usage(ai: AIMessage) -> bool:
     details = usage.get("input_token_details") or {}
     if not isinstance(details, dict):
         return False
-    values = (usage.get("input_tokens"), usage.get("output_tokens"), details.get("cache_read"))
-    return all(value is None or type(value) is int for value in values)
+    for value in (usage.get("input_tokens"), usage.get("output_tokens"), details.get("cache_read")):
+        if value is not None and type(value) is not int:
+            return False
+    return True
 
 
 def encode_model_response(response: Any) -> Any:
