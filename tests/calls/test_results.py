@@ -123,6 +123,37 @@ def test_minted_messages_keep_their_ids_and_a_tool_message_gets_the_current_call
     assert out.tool_call_id == "c9" and out.artifact == {"n": 42} and out.content == "42"
 
 
+def test_a_tool_message_minted_for_the_call_is_stored_without_indexing_the_conversation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The common tool result, a ToolMessage the ToolNode minted for this call (no id yet),
+    # answers the call: nothing to place in the input, so a long conversation costs the
+    # commit nothing (issue 18: the per-call cost must not grow with the run).
+    from spanpoint.calls import results
+
+    built: list[int] = []
+    real = results._backwards
+    monkeypatch.setattr(
+        results, "_backwards", lambda items: built.append(len(items)) or real(items)
+    )
+    long = [m for i in range(500) for m in conversation((f"h{i}", f"a{i}", f"c{i}"))]
+    saved = stored(encode_tool_result(ToolMessage("42", tool_call_id="c499"), [], long,
+                                      tool_call_id="c499"))  # fmt: skip
+    assert built == [], "the conversation was indexed for a minted ToolMessage"
+    out = replay_tool_result(saved, input_messages=long, tool_call_id="c9", config=None)
+    assert (out.content, out.tool_call_id) == ("42", "c9")
+    # A returned message with an id is still placed in the input, so its id is re-bound.
+    encode_tool_result(Command(update={"messages": [long[0]]}), [], long, tool_call_id="c499")
+    assert built == [len(long)]
+
+
+def test_input_messages_are_found_only_in_a_list_of_messages() -> None:
+    messages = conversation(("h", "a", "c"))
+    assert input_messages_of({"messages": messages}) is messages
+    assert input_messages_of({"messages": [*messages, {"role": "user"}]}) is None
+    assert input_messages_of({"messages": []}) == []
+
+
 class Quote(BaseModel):
     amount: int
 

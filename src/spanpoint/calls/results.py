@@ -137,9 +137,15 @@ def _messages_in(state: Any) -> list[BaseMessage] | None:
         found = state
     else:
         found = getattr(state, "messages", None)
-    if isinstance(found, list) and all(isinstance(m, BaseMessage) for m in found):
+    if isinstance(found, list) and _all_messages(found):
         return found
     return None
+
+
+def _all_messages(items: list[Any]) -> bool:
+    """Whether every item is a message: by the distinct types, found in C (a tool call sees
+    the whole conversation, so a check per item cost every call O(n) in a long run)."""
+    return all(issubclass(kind, BaseMessage) for kind in set(map(type, items)))
 
 
 def input_messages_of(
@@ -310,7 +316,17 @@ def encode_tool_result(
         return index["places"]  # type: ignore[no-any-return]
 
     def encode(message: BaseMessage) -> Any:
-        j = position(message)
+        # The common result, a ToolMessage minted for this very call: with no id there is no
+        # id to re-bind, and stored as answering the call it replays as an equal message even
+        # if the tool returned an input object, so its input position is not looked for (that
+        # index over the whole conversation made every tool call O(n) in a long run).
+        minted = (
+            tool_call_id is not None
+            and message.id is None
+            and isinstance(message, ToolMessage)
+            and message.tool_call_id == tool_call_id
+        )
+        j = None if minted else position(message)
         if inputs is not None and j is not None:
             original = inputs[j]
             if message is original or message == original:
