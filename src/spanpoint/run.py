@@ -235,6 +235,18 @@ def on_run_end(hook: Callable[[RunScope, Span], None]) -> None:
         _RUN_END_HOOKS.append(hook)
 
 
+#: Called with the scope after every run's end has been recorded, whatever it made.
+_RUN_CLOSED_HOOKS: list[Callable[[RunScope], None]] = []
+
+
+def on_run_closed(hook: Callable[[RunScope], None]) -> None:
+    """Call ``hook(scope)`` after every run ends (once per hook), to let go of what a layer
+    kept for that attempt: ``spanpoint.calls.tasks`` drops its task frames this way, which
+    otherwise kept every finished run's scope and LangGraph runtimes alive."""
+    if hook not in _RUN_CLOSED_HOOKS:
+        _RUN_CLOSED_HOOKS.append(hook)
+
+
 def register_parent_provider(provider: ParentProvider | None) -> None:
     """Install the hook that gives a boundary its scope and parent frame (None removes it).
 
@@ -453,6 +465,11 @@ class run:
         except StoreError as err:
             scope.warn(f"could not record the end of run {scope.run_id!r}: {err}")
         _count_boundaries(scope)
+        for closed in _RUN_CLOSED_HOOKS:
+            try:
+                closed(scope)
+            except Exception as err:  # letting go of caches never fails the run
+                scope.warn(f"a run-closed hook failed for run {scope.run_id!r}: {err}")
         if commit_error is not None:
             raise commit_error
         return suppress

@@ -350,3 +350,38 @@ def test_a_tasks_execution_number_is_found_without_scanning_the_runs_earlier_one
     assert again == list(range(300))[::-1]  # the same namespace is the same execution
     assert tasks._execution(scope, enclosing, "tools|2|push", spaces[5]) == 0  # its own count
     assert _CountedNamespace.compared <= 2 * len(spaces)  # not 300 x 300 / 2
+
+
+def test_a_finished_run_leaves_nothing_alive_in_the_task_frames(
+    configured: Any, tmp_path: Path
+) -> None:
+    """The task frames a run's boundaries hang under are let go of when the run ends: they
+    held the run's scope (its journal) and every LangGraph runtime of its tasks, so a process
+    running many long runs kept each one alive until 16,384 later tasks pushed it out."""
+    import gc
+    import weakref
+
+    from spanpoint.run import current_run
+
+    @tool
+    def lookup(ticket: int) -> str:
+        """Look a ticket up."""
+        return f"ticket {ticket}: open"
+
+    model = ConversationModel(plan=[[{"name": "lookup", "args": {"ticket": 42}}]])
+    agent = create_agent(model, [lookup], middleware=[spanpoint.CheckpointMiddleware()])
+    runner = spanpoint.GraphRunner(agent, name="support", strategy="calls")
+    before = set(tasks._TASKS)
+    with spanpoint.run("frames-let-go"):
+        scope = current_run()
+        assert scope is not None
+        runner.invoke(REQUEST, thread_id="t-frames")
+        made = [t for t, entry in tasks._TASKS.items() if entry.scope is scope]
+        assert len(made) == 3  # model, tool, model: each task execution got its frame
+    assert kinds(configured, "frames-let-go") == ["model_call", "model_call", "tool_call"]
+    assert not any(entry.scope is scope for entry in tasks._TASKS.values())
+    assert set(tasks._TASKS) <= before
+    gone = weakref.ref(scope)
+    del scope
+    gc.collect()
+    assert gone() is None, "the finished run's scope is still kept alive"

@@ -41,7 +41,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from spanpoint import _compat
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError
-from spanpoint.run import Frame, RunScope, current_run, register_parent_provider
+from spanpoint.run import Frame, RunScope, current_run, on_run_closed, register_parent_provider
 
 DurableScope = Literal["off", "run", "thread"]
 DURABLE_SCOPES: tuple[DurableScope, ...] = ("off", "run", "thread")
@@ -72,7 +72,33 @@ _TASKS: OrderedDict[int, _Task] = OrderedDict()
 # a run's k-th graph call O(k), the run O(k²).
 _EXECUTIONS: OrderedDict[tuple[str, int, str, str], dict[str, int]] = OrderedDict()
 _THREAD_SCOPES: OrderedDict[str, RunScope] = OrderedDict()
+# id(run scope) -> the _TASKS tokens and _EXECUTIONS keys made under it, dropped when that run
+# ends: without it a finished run's scope (its journal) and its LangGraph runtimes stayed
+# alive until 16,384 later tasks pushed them out (~19,000 objects per 1,000-call run).
+_OWNED: dict[int, tuple[list[int], list[tuple[str, int, str, str]]]] = {}
 _LOCK = threading.Lock()
+
+
+def _owned(scope: RunScope) -> tuple[list[int], list[tuple[str, int, str, str]]]:
+    found = _OWNED.get(id(scope))
+    if found is None:
+        found = _OWNED[id(scope)] = ([], [])
+    return found
+
+
+def _forget_run(scope: RunScope) -> None:
+    """Drop the task frames and execution numbers of a run that ended (``on_run_closed``)."""
+    with _LOCK:
+        found = _OWNED.pop(id(scope), None)
+        if found is None:
+            return
+        tokens, keys = found
+        for token in tokens:
+            entry = _TASKS.get(token)
+            if entry is not None and entry.scope is scope:
+                del _TASKS[token]
+        for key in keys:
+            _EXECUTIONS.pop(key, None)
 
 
 def set_durable_scope(scope: str) -> DurableScope:
@@ -231,6 +257,8 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         if entry is not None and entry.runtime is runtime:  # another thread got there first
             return entry.scope, entry.frame
         _TASKS[token] = _Task(runtime, scope, task_frame)
+        if not threaded:
+            _owned(scope)[0].append(token)
         while len(_TASKS) > _MAX_TASKS:
             _TASKS.popitem(last=False)
     return scope, task_frame
@@ -244,6 +272,7 @@ def _execution(scope: RunScope, enclosing: Frame, anchor: str, ns: str) -> int:
         seen = _EXECUTIONS.get(key)
         if seen is None:
             seen = _EXECUTIONS[key] = {}
+            _owned(scope)[1].append(key)
             while len(_EXECUTIONS) > _MAX_TASKS:
                 _EXECUTIONS.popitem(last=False)
         found = seen.get(ns)
@@ -253,3 +282,4 @@ def _execution(scope: RunScope, enclosing: Frame, anchor: str, ns: str) -> int:
 
 
 register_parent_provider(task_parent)
+on_run_closed(_forget_run)
