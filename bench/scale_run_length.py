@@ -37,6 +37,10 @@ import scale_common as common
 
 SETUPS = ("none", "spanpoint_calls")
 CALLS_PER_SIZE = 200  # repeat short runs until about this many model calls are timed
+#: Fresh processes per setup and size, alternating setups; each figure is their median. One
+#: process's median moved `none` alone by ±15 % at 10 calls (memory layout, the core it got),
+#: and the criterion is a difference of two such medians.
+PROCESSES = 3
 
 
 class Exporter:
@@ -170,23 +174,32 @@ def _measure(setup: str, calls: int, store_dir: Path) -> dict[str, Any]:
     }
 
 
-def run(sizes: list[int], log: Any) -> dict[str, Any]:
-    """Every setup at every size, each in its own process."""
-    out: dict[str, Any] = {"sizes": sizes, "setups": {}}
-    for setup in SETUPS:
-        out["setups"][setup] = {}
-        for calls in sizes:
-            done = subprocess.run(
-                [sys.executable, __file__, "--child", setup, str(calls)],
-                capture_output=True,
-                text=True,
-                cwd=common.HERE,
-                env={**_env(), "PYTHONHASHSEED": "0"},
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"run length {setup} {calls}: {done.stderr[-2000:]}")
-            out["setups"][setup][str(calls)] = json.loads(done.stdout.splitlines()[-1])
-            log(f"run length: {setup} at {calls} calls done")
+def run(sizes: list[int], log: Any, processes: int = PROCESSES) -> dict[str, Any]:
+    """Every setup at every size, ``processes`` fresh processes each (setups alternating, so
+    both see the same phases of the machine's load); each figure is the processes' median,
+    and every process's own figures are kept under ``processes``."""
+    out: dict[str, Any] = {"sizes": sizes, "processes": processes, "setups": {}}
+    seen: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for calls in sizes:
+        for p in range(processes):
+            for setup in SETUPS if p % 2 == 0 else SETUPS[::-1]:
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", setup, str(calls)],
+                    capture_output=True,
+                    text=True,
+                    cwd=common.HERE,
+                    env={**_env(), "PYTHONHASHSEED": "0"},
+                )
+                if done.returncode != 0:
+                    raise RuntimeError(f"run length {setup} {calls}: {done.stderr[-2000:]}")
+                seen.setdefault((setup, calls), []).append(json.loads(done.stdout.splitlines()[-1]))
+            log(f"run length: {calls} calls, process {p + 1}/{processes} done")
+    for (setup, calls), results in seen.items():
+        merged: dict[str, Any] = {"setup": setup, "calls": calls, "processes": results}
+        for key, value in results[0].items():
+            if isinstance(value, int | float) and key not in ("calls",):
+                merged[key] = statistics.median(r[key] for r in results)
+        out["setups"].setdefault(setup, {})[str(calls)] = merged
     return out
 
 
