@@ -1,4 +1,5 @@
-"""The in-memory telemetry harness the fixtures build (``conftest.configured``).
+"""The in-memory telemetry harness the fixtures build (``conftest.configured``), and the
+counters tests share.
 
 A module of its own, so a test module can import it by name: ``from conftest import ...``
 picks whichever of the several ``conftest`` modules pytest loaded first.
@@ -7,6 +8,7 @@ picks whichever of the several ``conftest`` modules pytest loaded first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -51,3 +53,20 @@ def make_telemetry(store: spanpoint.CheckpointStore, sampler: Sampler | None = N
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     spanpoint.configure(tracer_provider=provider, store=store)
     return Telemetry(provider, exporter, store)
+
+
+def count_redactions(monkeypatch: Any, value: Any) -> list[Any]:
+    """Every time from now on that spanpoint's capture policy redacts a value equal to
+    ``value``, appended to the returned list (how often the arguments were walked)."""
+    from spanpoint.capture import CapturePolicy
+
+    walked: list[Any] = []
+    redact = CapturePolicy.redact
+
+    def counting(self: CapturePolicy, found: Any) -> Any:
+        if found == value:
+            walked.append(found)
+        return redact(self, found)
+
+    monkeypatch.setattr(CapturePolicy, "redact", counting)
+    return walked

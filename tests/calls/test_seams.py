@@ -23,6 +23,7 @@ from langgraph.types import Command, interrupt
 
 import spanpoint
 from fakes import ConversationModel, count_effect, read_effects
+from harness import count_redactions
 from spanpoint.calls import seams, tasks
 from spanpoint.errors import ConfigurationError
 from spanpoint.instrumentation import durable_from_env
@@ -286,18 +287,8 @@ def test_a_direct_tool_calls_arguments_are_redacted_once_for_both_views(
 ) -> None:
     """A tool invoked in a node (the tool seam): the checkpoint's view and input view show
     the same redacted arguments, walked once."""
-    from spanpoint.capture import CapturePolicy
-
     args = {"ticket": 42, "api_key": "plain-secret-value-3"}
-    walked: list[Any] = []
-    redact = CapturePolicy.redact
-
-    def counting(self: CapturePolicy, value: Any) -> Any:
-        if value == args:
-            walked.append(value)
-        return redact(self, value)
-
-    monkeypatch.setattr(CapturePolicy, "redact", counting)
+    walked = count_redactions(monkeypatch, args)
 
     @tool
     def lookup(ticket: int, api_key: str) -> str:

@@ -16,6 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import spanpoint
 from fakes import ConversationModel, count_effect, read_effects
+from harness import count_redactions
 from spanpoint import semconv
 from spanpoint.capture import CapturePolicy
 from spanpoint.telemetry.jsonl import span_to_dict
@@ -235,15 +236,7 @@ def test_a_tool_calls_arguments_are_redacted_once_for_its_view_and_input_view(
 ) -> None:
     # The checkpoint's view and its input view show the same redacted arguments: one walk.
     args = {"ticket_id": 9, "api_key": "plain-secret-value-2"}
-    walked: list[Any] = []
-    redact = CapturePolicy.redact
-
-    def counting(self: CapturePolicy, value: Any) -> Any:
-        if value == args:
-            walked.append(value)
-        return redact(self, value)
-
-    monkeypatch.setattr(CapturePolicy, "redact", counting)
+    walked = count_redactions(monkeypatch, args)
 
     @tool
     def call_api(ticket_id: int, api_key: str) -> str:
