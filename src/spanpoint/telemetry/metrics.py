@@ -191,10 +191,10 @@ def _current_instruments() -> _Instruments:
 def count_boundaries(counts: Mapping[tuple[str, str], int]) -> None:
     """Add a finished run's boundaries to ``spanpoint.boundaries`` by kind and outcome.
 
-    Counted once per run, not per boundary: a metric ``add`` costs about as much as the rest
-    of a replayed boundary, and the counts are exact either way.
+    Counted once per run, not per boundary, into totals the observable counter reports at
+    collection: a run's end adds to a dict instead of going through the SDK's measurement
+    pipeline, and the counts are exact either way.
     """
-
     if counts:
         _current_instruments().add_boundaries(counts)
 
