@@ -215,6 +215,27 @@ def _json_value(text: Any) -> Any:
     return value
 
 
+def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting up to ``timeout_s`` for other openers.
+
+    Processes opening one new store at once race to switch its journal mode, and SQLite
+    answers the loser "database is locked" at once, without its busy handler (2 of 90 opens
+    by six processes at once failed so): the switch is tried again until the timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = 0.002
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 class SqliteStore(RunPages):
     """A checkpoint store in one SQLite file (default ``.spanpoint/checkpoints.db``)."""
 
@@ -251,7 +272,7 @@ class SqliteStore(RunPages):
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(conn, busy_timeout_s)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate(conn)
             self._identity = (info.st_dev, info.st_ino)
