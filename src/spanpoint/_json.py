@@ -62,3 +62,25 @@ stable_json: Callable[[Any], str] = (
 json_text: Callable[[Any], str] = (
     c_json(": ", ", ", sort_keys=False, ensure_ascii=True) or json.dumps
 )
+
+
+class Encoded(dict):  # type: ignore[type-arg]
+    """A mapping that carries its own :data:`json_text` in ``text``, made by its producer from
+    memoized parts (an input view's 64 messages are encoded once per run, not once per
+    commit); stores write ``text`` instead of encoding the mapping again
+    (:func:`encoded_text`). The producer guarantees ``text == json_text(dict(self))``; an
+    ``Encoded`` is never changed after it is made."""
+
+    __slots__ = ("text",)
+
+    text: str
+
+
+def encoded_text(value: Any) -> str:
+    """:data:`json_text` of ``value``, read from an :class:`Encoded` mapping's ``text``."""
+    if type(value) is Encoded:
+        try:
+            return value.text
+        except AttributeError:  # a copy (dataclasses.asdict, copy.copy) carries no text
+            pass
+    return json_text(value)

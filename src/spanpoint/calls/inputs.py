@@ -10,7 +10,7 @@ checks), and the request a cassette records to say what changed on a miss.
   position ``"omitted_at"``);
 - a tool call: ``{"args": <redacted arguments>}``.
 
-Each message carries the digest of its whole content (:func:`identity.message_digest`,
+Each message carries the digest of its whole content (:func:`identity.message_digests`,
 memoized per message, so this costs a dictionary hit per message on the hot path), so two
 messages that differ past the cut, or whose text is not captured, still compare different.
 Text follows the capture policy (invariant 7): redacted and cut to :data:`TEXT_LIMIT`
@@ -28,7 +28,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
-from spanpoint.calls.identity import message_digest, tool_digest
+from spanpoint._json import Encoded, json_text
+from spanpoint.calls.identity import message_digests, tool_digest
 from spanpoint.capture import CapturePolicy, redact_text
 
 #: Characters of one message's text kept in an input view (the digest covers all of it).
@@ -59,29 +60,41 @@ def message_views(
 ) -> list[dict[str, Any]]:
     """Each message's role, content digest, redacted text (see the module docstring), length
     in characters and tool calls (name and redacted arguments; never their run-time ids)."""
+    return [entry for entry, _ in _described(messages, capture, text, limit)]
+
+
+def _described(
+    messages: Sequence[BaseMessage], capture: CapturePolicy, text: bool | None, limit: int | None
+) -> list[tuple[dict[str, Any], str | None]]:
+    """:func:`message_views`' views, each with its :data:`json_text` (None if it has none)."""
     with_text = capture.captures_content if text is None else text
     try:
         memo = _VIEWS.setdefault((capture, with_text, limit), {})
     except TypeError:  # a policy holding an unhashable value: no memo
         memo = {}
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        digest = message_digest(message)
-        entry = memo.get(digest)
-        if entry is None:
+    out: list[tuple[dict[str, Any], str | None]] = []
+    for message, digest in zip(messages, message_digests(messages), strict=True):
+        found = memo.get(digest)
+        if found is None:
             entry = _message_view(message, digest, capture, with_text, limit)
+            try:
+                encoded: str | None = json_text(entry)
+            except (TypeError, ValueError):  # the store's encoding then says what failed
+                encoded = None
+            found = (entry, encoded)
             if len(memo) >= _MAX_VIEWS:
                 memo.clear()
-            memo[digest] = entry
-        out.append(entry)
+            memo[digest] = found
+        out.append(found)
     return out
 
 
-# (policy, with text, limit) -> message digest -> its view. The digest covers everything a
-# view shows (type, content, name, status, tool calls), and every model call of an agent
-# describes the whole conversation again: each message is described once per run, not once
-# per call. Views are shared between the lists returned: read them, never change them.
-_VIEWS: dict[tuple[Any, ...], dict[bytes, dict[str, Any]]] = {}
+# (policy, with text, limit) -> message digest -> its view and the view's JSON text. The
+# digest covers everything a view shows (type, content, name, status, tool calls), and every
+# model call of an agent describes the whole conversation again: each message is described
+# and encoded once per run, not once per call. Views are shared between the lists returned:
+# read them, never change them.
+_VIEWS: dict[tuple[Any, ...], dict[bytes, tuple[dict[str, Any], str | None]]] = {}
 _MAX_VIEWS = 8192
 
 
@@ -145,18 +158,37 @@ def model_input_view(
     # differs in its newest messages (the older ones were the previous call's, which did not
     # diverge), and the fingerprint still covers every message.
     tail = list(messages[-VIEW_MESSAGES:]) if len(messages) > VIEW_MESSAGES else list(messages)
-    view: dict[str, Any] = {
-        "messages": message_views(
-            [system_message, *tail] if system_message is not None else tail, capture
-        ),
-        "tools": tool_views(tools),
-        "settings": capture.redact(dict(settings or {})),
-    }
+    described = _described(
+        [system_message, *tail] if system_message is not None else tail,
+        capture,
+        None,
+        TEXT_LIMIT,
+    )
+    view = Encoded(
+        messages=[entry for entry, _ in described],
+        tools=tool_views(tools),
+        settings=capture.redact(dict(settings or {})),
+    )
     if len(tail) < len(messages):
         # Left out: `omitted` messages, right after the system prompt (or from the start).
         view["omitted"] = len(messages) - len(tail)
         view["omitted_at"] = 1 if system_message is not None else 0
+    # The store writes this text: the messages' JSON from the memo, joined, and the rest
+    # encoded here ("messages" is the first key, so the rest follows its placeholder).
+    texts: list[str] = []
+    for _, encoded in described:
+        if encoded is None:
+            return dict(view)  # the store encodes it, and says what cannot be encoded
+        texts.append(encoded)
+    try:
+        rest = json_text({**view, "messages": 0})
+    except (TypeError, ValueError):
+        return dict(view)
+    view.text = f'{{"messages": [{", ".join(texts)}]{rest[len(_PLACEHOLDER) :]}'
     return view
+
+
+_PLACEHOLDER = '{"messages": 0'
 
 
 def tool_input_view(args: Any, capture: CapturePolicy) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from spanpoint._json import json_text
+from spanpoint._json import encoded_text, json_text
 from spanpoint.errors import CorruptCheckpointError
 
 RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted", "stopped"]
@@ -163,7 +163,7 @@ def checkpoint_row(cp: Checkpoint) -> tuple[Any, ...]:
         json_text(cp.view),
         cp.fingerprint,
         cp.identity,
-        None if cp.input_view is None else json_text(cp.input_view),
+        None if cp.input_view is None else encoded_text(cp.input_view),
     )
 
 
