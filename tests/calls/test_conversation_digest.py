@@ -78,13 +78,13 @@ def test_a_growing_conversation_hashes_only_its_new_messages(
 ) -> None:
     messages = agent(30)
     walked: list[int] = []
-    original = identity._conversation_digests
+    original = identity.message_digests
 
     def counting(found: Any) -> Any:
         walked.append(len(found))
         return original(found)
 
-    monkeypatch.setattr(identity, "_conversation_digests", counting)
+    monkeypatch.setattr(identity, "message_digests", counting)
     for n in range(30, 40):
         messages.extend(turn(n))
         assert fingerprint(messages) == scratch(messages)
@@ -236,3 +236,20 @@ def test_an_evicted_conversation_lets_its_prefix_go() -> None:
     finally:
         gc.enable()
     assert last.content == "item 1"
+
+
+def test_a_growing_conversation_keeps_one_running_state() -> None:
+    """The state a call extended is superseded: a conversation of 200 calls keeps one state,
+    not one prefix per call (64 prefixes of 2,000 messages were 128,000 references for every
+    full garbage collection to walk), and a branch from a superseded prefix is still right."""
+    identity._CONVERSATIONS.clear()
+    messages = agent(1)
+    branch_point = list(messages)
+    for n in range(1, 200):
+        messages.extend(turn(n))
+        fingerprint(messages)
+    kept = list(identity._CONVERSATIONS.values())
+    assert [state.length for state in kept] == [len(messages)]
+    # A second branch from the superseded prefix hashes from the memo: the same as scratch.
+    branch = [*branch_point, *turn(999)]
+    assert fingerprint(branch) == scratch(branch)

@@ -269,7 +269,7 @@ def _fresh_digest(message: BaseMessage) -> bytes:
 
 def _from_scratch(header: str, messages: Sequence[BaseMessage]) -> str:
     h = hashlib.sha256(_utf8(header))
-    h.update(b"".join(_conversation_digests(messages)))
+    h.update(b"".join(message_digests(messages)))
     h.update(linkage_digest(messages))
     return h.hexdigest()
 
@@ -373,7 +373,7 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             else:
                 positions, base.shared = base.positions, True
         new = messages[start:]
-        hashed.update(b"".join(_conversation_digests(new)))
+        hashed.update(b"".join(message_digests(new)))
         sequence: list[int] = []
         for message in new:
             fields = message.__dict__
@@ -391,7 +391,19 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
         result = state.fingerprint()
         if _EDITS[0] == edits and all(map(_noted, new)):
             _keep(state, messages[-1])
+            if base is not None:
+                # Superseded: the conversation goes on from the new state. A kept state holds
+                # its whole prefix, and 64 of them at 2,000 messages were 128,000 references
+                # for every full garbage collection to walk (issue 18, run length); a second
+                # branch from this prefix hashes from the per-message memo instead.
+                _forget_state(base)
     return result
+
+
+def _forget_state(state: _Conversation) -> None:
+    last = state.last() if state.last is not None else None
+    if last is not None and _CONVERSATIONS.get(id(last)) is state:
+        del _CONVERSATIONS[id(last)]
 
 
 def _noted(message: BaseMessage) -> bool:
@@ -543,13 +555,14 @@ def _request_identity(
 _REQUEST_IDENTITIES: dict[Any, str] = {}
 
 
-def _conversation_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
+def message_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
     """:func:`message_digest` of every message; the memo's hit path inlined.
 
-    Called with a conversation's new messages (:func:`_incremental`), or with all of them
-    when no kept running state covers a prefix. Proving that a prefix's messages still hold
-    the same content objects costs about what this loop's memo hits cost (measured); the edit
-    hook is what lets the running state skip the prefix, checked only for identity.
+    Called with a conversation's new messages (:func:`_incremental`), with all of them
+    when no kept running state covers a prefix, and with the messages an input view shows.
+    Proving that a prefix's messages still hold the same content objects costs about what
+    this loop's memo hits cost (measured); the edit hook is what lets the running state skip
+    the prefix, checked only for identity.
     """
     cache_get = _MESSAGE_DIGESTS.get
     digests: list[bytes] = []
