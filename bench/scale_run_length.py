@@ -8,14 +8,19 @@ setup:
 
 - ``none``: the agent uninstrumented (what LangGraph and LangChain themselves cost: the
   conversation grows, so even they do more per call as it grows);
+- ``floor_calls``: the same agent with ``bench/setups.py``'s floor middleware, every model and
+  tool call a bare span plus the SQLite lease and commit of its output, with no spanpoint code:
+  the control that says how much any durable middleware's cost per call grows with the run
+  on this machine (the workload's own per-call work grows, and with it what the caches hold);
 - ``spanpoint_calls``: ``spanpoint.CheckpointMiddleware()`` and ``GraphRunner(strategy=
   "calls")`` inside a ``spanpoint.run``, every model and tool call a boundary committed to a
   fresh SQLite store.
 
 Per setup and size: wall and CPU time per model call (the invoke divided by N; medians over
-enough repeated runs to make ~200 calls), spanpoint's added cost per call (``spanpoint_calls``
-minus ``none``), RSS before and after the timed runs and the peak, and the spans and the bytes
-exported per call (one more run whose spans are encoded as OTLP protobuf, outside the timings).
+enough repeated runs to make ~200 calls), the added cost per call (``spanpoint_calls`` or
+``floor_calls`` minus ``none``), RSS before and after the timed runs and the peak, and the
+spans and the bytes exported per call (one more run whose spans are encoded as OTLP
+protobuf, outside the timings).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 import scale_common as common
 
-SETUPS = ("none", "spanpoint_calls")
+SETUPS = ("none", "floor_calls", "spanpoint_calls")
 CALLS_PER_SIZE = 200  # repeat short runs until about this many model calls are timed
 #: Fresh processes per setup and size, alternating setups; each figure is their median. One
 #: process's median moved `none` alone by ±15 % at 10 calls (memory layout, the core it got),
@@ -82,6 +87,13 @@ def build(setup: str, calls: int, store_dir: Path, exporter: Exporter) -> Any:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[arg-type]
     middleware: list[Any] = []
+    if setup == "floor_calls":
+        import types
+
+        import setups
+
+        telemetry = types.SimpleNamespace(tracer_provider=provider)
+        middleware = [setups.floor_middleware(store_dir, telemetry)]
     if setup == "spanpoint_calls":
         import spanpoint
 
@@ -102,7 +114,7 @@ def build(setup: str, calls: int, store_dir: Path, exporter: Exporter) -> Any:
         if ai != calls:
             raise AssertionError(f"the agent made {ai} model calls, not {calls}")
 
-    if setup == "none":
+    if setup != "spanpoint_calls":
 
         def once() -> None:
             check(agent.invoke(workloads.agent_input(next(ids)), config)["messages"])
@@ -210,15 +222,18 @@ def _env() -> dict[str, str]:
 
 
 def tables(result: dict[str, Any]) -> str:
-    """Markdown: per size, both setups and spanpoint's added cost; then the ratios."""
+    """Markdown: per size, the setups and the added costs; then the ratios."""
     none, sp = result["setups"]["none"], result["setups"]["spanpoint_calls"]
+    floor = result["setups"].get("floor_calls")
     headers = [
         "model calls", "none µs/call", "spanpoint µs/call", "added µs/call", "added CPU µs/call",
+        "floor_calls added CPU µs/call",
         "spans/call", "bytes exported/call", "RSS MB before → after (peak)",
     ]  # fmt: skip
     rows = []
     for calls in result["sizes"]:
         n, s = none[str(calls)], sp[str(calls)]
+        f = floor[str(calls)]["cpu_per_call_us"] - n["cpu_per_call_us"] if floor else "–"
         rows.append(
             [
                 f"{calls:,}",
@@ -226,6 +241,7 @@ def tables(result: dict[str, Any]) -> str:
                 s["wall_per_call_us"],
                 s["wall_per_call_us"] - n["wall_per_call_us"],
                 s["cpu_per_call_us"] - n["cpu_per_call_us"],
+                f,
                 s["spans_per_call"],
                 s["bytes_per_call"],
                 f"{s['rss_before_mb']:.0f} → {s['rss_after_mb']:.0f} ({s['rss_peak_mb']:.0f})",
@@ -234,8 +250,14 @@ def tables(result: dict[str, Any]) -> str:
     if len(result["sizes"]) > 1:
         lo, hi = str(result["sizes"][0]), str(result["sizes"][-1])
 
-        def added(key: str, size: str) -> float:
-            return float(sp[size][key] - none[size][key])
+        def added(key: str, size: str, setup: dict[str, Any] = sp) -> float:
+            return float(setup[size][key] - none[size][key])
+
+        floor_ratio = (
+            common.fmt(common.ratio(added("cpu_per_call_us", hi, floor),
+                                    added("cpu_per_call_us", lo, floor))) + "×"
+            if floor else "–"
+        )  # fmt: skip
 
         rows.append(
             [
@@ -248,6 +270,7 @@ def tables(result: dict[str, Any]) -> str:
                                         added("wall_per_call_us", lo))) + "×",
                 common.fmt(common.ratio(added("cpu_per_call_us", hi),
                                         added("cpu_per_call_us", lo))) + "×",
+                floor_ratio,
                 common.fmt(common.ratio(sp[hi]["spans_per_call"], sp[lo]["spans_per_call"])) + "×",
                 common.fmt(common.ratio(sp[hi]["bytes_per_call"], sp[lo]["bytes_per_call"])) + "×",
                 "",

@@ -106,6 +106,20 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "and output for chat) with their attributes: the SDK's price of the conventions",
         ("agent", "agent_async"),
     ),
+    "floor_calls_rows": (
+        "floor_calls_semconv whose commits write the rows spanpoint commits (run, path, kind, "
+        "view, fingerprint, identity, input view, copied from a spanpoint run of the same "
+        "workload, with the call's own output): the SDK's and the store's price of what the "
+        "product promises, with none of spanpoint's code",
+        ("agent", "agent_async"),
+    ),
+    "floor_calls_protocol": (
+        "floor_calls_rows whose calls are keyed by hand from what they were given (the sha256 "
+        "of a model call's messages, tool calls and system prompt, no ids; of a tool call's "
+        "name and arguments): the calls strategy's protocol by hand, with none of "
+        "spanpoint's code",
+        ("agent", "agent_async"),
+    ),
     "openinference": ("openinference-instrumentation-langchain", workloads.WORKLOADS),
     "openllmetry": ("opentelemetry-instrumentation-langchain (OpenLLMetry)", workloads.WORKLOADS),
     "otel_genai": (
@@ -366,7 +380,7 @@ class _Protocol:
     """A bare span plus one commit per boundary on a SQLite store, and the lease before the
     body when ``leases`` (single-flight, issue 7: the write issue 9's floor leaves out)."""
 
-    def __init__(self, store_dir: Path, telemetry: Telemetry, leases: bool) -> None:
+    def __init__(self, store_dir: Path, telemetry: Any, leases: bool) -> None:
         from spanpoint import serde
         from spanpoint.stores.base import Checkpoint
         from spanpoint.stores.sqlite import SqliteStore
@@ -420,9 +434,11 @@ def _floor_graph_call(
     return Invoker(call)
 
 
-def _floor_calls(
-    workload: str, store_dir: Path, telemetry: Telemetry, leases: bool = True
-) -> Invoker:
+def floor_middleware(store_dir: Path, telemetry: Any, leases: bool = True) -> Any:
+    """The floor of the calls strategy as a middleware: every model and tool call a bare span
+    plus the SQLite lease (with ``leases``) and commit of its output, with no spanpoint code.
+    ``telemetry`` needs a ``tracer_provider`` only (``bench/scale_run_length.py`` builds its
+    own)."""
     from langchain.agents.middleware import AgentMiddleware
 
     protocol = _Protocol(store_dir, telemetry, leases)
@@ -459,52 +475,87 @@ def _floor_calls(
     from spanpoint._hooks import sign_hooks
 
     sign_hooks(floor)
+    return floor
+
+
+def _floor_calls(
+    workload: str, store_dir: Path, telemetry: Telemetry, leases: bool = True
+) -> Invoker:
+    floor = floor_middleware(store_dir, telemetry, leases)
     return Invoker(_plain_call(workload, _graph_for(workload, [floor])))
 
 
-def _spanpoint_spans(workload: str) -> list[dict[str, Any]]:
-    """The spans one ``spanpoint_calls`` invoke of ``workload`` makes, in end order: name,
-    attributes and events, read in a separate process (spanpoint's patches never load here)."""
+def _spanpoint_spans(workload: str) -> dict[str, list[dict[str, Any]]]:
+    """What one ``spanpoint_calls`` invoke of ``workload`` leaves, read in a separate process
+    (spanpoint's patches never load here): ``spans``, its spans in end order (name,
+    attributes and events), and ``rows``, the checkpoints it committed in commit order (every
+    column but the output, which a floor serializes from its own call)."""
     import json
     import subprocess
     import sys
 
     script = f"""
-import json, sys, tempfile
+import dataclasses, json, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 import setups
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spanpoint.stores.sqlite import SqliteStore
 telemetry = setups.Telemetry()
 kept = InMemorySpanExporter()
 telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(kept))
-invoker = setups.make("spanpoint_calls", {workload!r}, Path(tempfile.mkdtemp()), telemetry)
+store_dir = Path(tempfile.mkdtemp())
+invoker = setups.make("spanpoint_calls", {workload!r}, store_dir, telemetry)
 invoker.open_batch()
 invoker.call(0)
 kept.clear()
+since = time.time_ns()
 invoker.call(1)
-print(json.dumps([
-    {{"name": s.name, "attributes": dict(s.attributes or {{}}),
-      "events": [[e.name, dict(e.attributes or {{}})] for e in s.events]}}
-    for s in kept.get_finished_spans()
-]))
+invoker.close_batch()
+store = SqliteStore(store_dir / "checkpoints.db")
+rows = sorted(
+    (c for r in store.list_runs() for c in store.list_checkpoints(r.run_id)
+     if c.started_at_ns >= since),
+    key=lambda c: c.ended_at_ns,
+)
+print(json.dumps({{
+    "spans": [
+        {{"name": s.name, "attributes": dict(s.attributes or {{}}),
+          "events": [[e.name, dict(e.attributes or {{}})] for e in s.events]}}
+        for s in kept.get_finished_spans()
+    ],
+    "rows": [{{k: v for k, v in dataclasses.asdict(c).items() if k != "output"}} for c in rows],
+}}))
 """
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def _floor_calls_conventions(
-    workload: str, store_dir: Path, telemetry: Telemetry, metrics_too: bool
+    workload: str,
+    store_dir: Path,
+    telemetry: Telemetry,
+    metrics_too: bool,
+    rows: bool = False,
+    identity: bool = False,
 ) -> Invoker:
     """``floor_calls`` paying the OTel SDK for what spanpoint's spans promise, nothing more.
 
     Every span starts with the attributes the matching spanpoint span carried (the k-th
     ``chat`` of an invoke gets the k-th captured ``chat`` span's), adds its events, and with
     ``metrics_too`` records the GenAI client histograms in the span's context, as
-    ``spanpoint.telemetry.metrics`` does. No spanpoint code runs here.
+    ``spanpoint.telemetry.metrics`` does. With ``rows`` each commit writes the row spanpoint
+    committed for the matching call (run, path, name, kind, view, fingerprint, identity and
+    input view: what replay, forks and diffs read), with this call's own output and span
+    ids: the store's price of the rows the product promises. With ``identity`` each call is
+    also keyed by hand from what it was given, as any replay that never returns the output
+    of a changed input must be (issue 17): a model call by the sha256 of its messages' type,
+    content and tool calls (no ids) and its system prompt, hashed whole on every call; a
+    tool call by the sha256 of its name and arguments; the key by the sha256 of that
+    fingerprint, the invoke and the call's position in it. No spanpoint code runs here.
     """
     from langchain.agents.middleware import AgentMiddleware
 
@@ -513,7 +564,14 @@ def _floor_calls_conventions(
     captured = _spanpoint_spans(workload)
     by_kind: dict[str, list[dict[str, Any]]] = {"chat": [], "execute_tool": []}
     agent_span: dict[str, Any] = {"name": f"invoke_agent {workload}", "attributes": {}}
-    for span in captured:
+    row_kinds = {"chat": "model_call", "execute_tool": "tool_call"}
+    kept_rows: dict[str, list[dict[str, Any]]] = {
+        kind: [row for row in captured["rows"] if row["kind"] == row_kind]
+        for kind, row_kind in row_kinds.items()
+    }
+    if rows and not all(kept_rows.values()):
+        raise AssertionError(f"a spanpoint_calls invoke of {workload} committed no call rows")
+    for span in captured["spans"]:
         kind = span["name"].split(" ", 1)[0]
         if kind in by_kind:
             by_kind[kind].append(span)
@@ -565,12 +623,48 @@ def _floor_calls_conventions(
         "gen_ai.response.model",
     )
     seen = {"chat": 0, "execute_tool": 0}
+    from spanpoint.stores.base import Checkpoint
 
-    def begin(kind: str) -> tuple[Any, str, dict[str, Any]]:
+    templates = {
+        name: [Checkpoint(**row, output=b"") for row in kind_rows]
+        for name, kind_rows in kept_rows.items()
+    }
+    committed = {"chat": 0, "execute_tool": 0}
+
+    import hashlib
+    import json
+
+    invoke = [0]  # the run's part of a key: which invoke this is
+
+    def fingerprint(request: Any) -> str:
+        if hasattr(request, "messages"):  # a model call
+            system = request.system_message
+            given = [
+                system.content if system is not None else None,
+                [
+                    [
+                        m.type,
+                        m.content,
+                        [[c["name"], c["args"]] for c in getattr(m, "tool_calls", None) or ()],
+                    ]
+                    for m in request.messages
+                ],
+            ]
+        else:
+            given = [request.tool_call["name"], request.tool_call["args"]]
+        text = json.dumps(given, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def begin(kind: str, request: Any) -> tuple[Any, str, dict[str, Any]]:
         spans = by_kind[kind] or [{"name": kind, "attributes": {}, "events": []}]
-        model = spans[seen[kind] % len(spans)]
+        position = seen[kind]
+        model = spans[position % len(spans)]
         seen[kind] += 1
-        key = f"{next(protocol.keys):064d}"
+        if identity:
+            given = fingerprint(request)
+            key = hashlib.sha256(f"{invoke[0]}:{kind}:{position}:{given}".encode()).hexdigest()
+        else:
+            key = f"{next(protocol.keys):064d}"
         span = tracer.start_span(model["name"], attributes=model["attributes"])
         protocol.store.claim(key, "floor-owner", 300.0, fresh=True)
         return span, key, model
@@ -600,34 +694,49 @@ def _floor_calls_conventions(
         tag, data = protocol.serde.dumps(output)
         end(span, model, started)
         span.end()
-        cp = dataclasses.replace(protocol.template, key=key, output_type=tag, output=data)
+        if rows:
+            kind = model["name"].split(" ", 1)[0]
+            kind_templates = templates[kind]
+            template = kind_templates[committed[kind] % len(kind_templates)]
+            committed[kind] += 1
+            context = span.get_span_context()
+            cp = dataclasses.replace(
+                template,
+                key=key,
+                output_type=tag,
+                output=data,
+                trace_id=format(context.trace_id, "032x"),
+                span_id=format(context.span_id, "016x"),
+            )
+        else:
+            cp = dataclasses.replace(protocol.template, key=key, output_type=tag, output=data)
         protocol.store.put(cp, owner="floor-owner")
 
     class ConventionsMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         def wrap_model_call(self, request: Any, handler: Any) -> Any:
             started = time.perf_counter()
-            span, key, model = begin("chat")
+            span, key, model = begin("chat", request)
             response = handler(request)
             commit(span, key, model, started, response.result)
             return response
 
         async def awrap_model_call(self, request: Any, handler: Any) -> Any:
             started = time.perf_counter()
-            span, key, model = begin("chat")
+            span, key, model = begin("chat", request)
             response = await handler(request)
             commit(span, key, model, started, response.result)
             return response
 
         def wrap_tool_call(self, request: Any, handler: Any) -> Any:
             started = time.perf_counter()
-            span, key, model = begin("execute_tool")
+            span, key, model = begin("execute_tool", request)
             result = handler(request)
             commit(span, key, model, started, result)
             return result
 
         async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
             started = time.perf_counter()
-            span, key, model = begin("execute_tool")
+            span, key, model = begin("execute_tool", request)
             result = await handler(request)
             commit(span, key, model, started, result)
             return result
@@ -638,6 +747,8 @@ def _floor_calls_conventions(
 
     def call(i: int) -> Any:
         seen.update(chat=0, execute_tool=0)
+        committed.update(chat=0, execute_tool=0)
+        invoke[0] = i
         started = time.perf_counter()
         with tracer.start_as_current_span(
             agent_span["name"], attributes=agent_span["attributes"]
@@ -658,6 +769,12 @@ _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
     "floor_calls": _floor_calls,
     "floor_calls_attrs": lambda w, d, t: _floor_calls_conventions(w, d, t, metrics_too=False),
     "floor_calls_semconv": lambda w, d, t: _floor_calls_conventions(w, d, t, metrics_too=True),
+    "floor_calls_rows": lambda w, d, t: _floor_calls_conventions(
+        w, d, t, metrics_too=True, rows=True
+    ),
+    "floor_calls_protocol": lambda w, d, t: _floor_calls_conventions(
+        w, d, t, metrics_too=True, rows=True, identity=True
+    ),
     "none": _none,
     "spanpoint_zero_code": _spanpoint_zero_code,
     "spanpoint_graph_call": _spanpoint_durable("graph_call", run_per_invoke=False),
