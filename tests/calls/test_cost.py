@@ -14,6 +14,7 @@ import spanpoint
 from fakes import ConversationModel
 from spanpoint import semconv
 from spanpoint.calls.cost import run_cost
+from spanpoint.run import current_run
 
 PLAN = [[{"name": "lookup_ticket", "args": {"ticket_id": 7}}]]
 REQUEST = {"messages": [{"role": "user", "content": "What about ticket 7?"}]}
@@ -33,6 +34,17 @@ def make_runner(model_name: str) -> spanpoint.GraphRunner:
         middleware=[spanpoint.CheckpointMiddleware()],
     )
     return spanpoint.GraphRunner(agent, name="support", strategy="calls")
+
+
+def invoke_in_one_run(run_id: str, times: int) -> Any:
+    """``times`` gpt-4o agent calls, each on its own thread, inside one run; its scope."""
+    runner = make_runner("gpt-4o")
+    with spanpoint.run(run_id):
+        scope = current_run()
+        assert scope is not None
+        for i in range(times):
+            runner.invoke(REQUEST, thread_id=f"t-{run_id}-{i}")
+    return scope
 
 
 def table_price(span: Any) -> float:
@@ -197,7 +209,6 @@ def test_a_runs_totals_price_each_model_call_once_however_many_graph_calls_it_ma
     # The totals after each graph call (and at the run's end) add the calls kept since the
     # last total: looking at every call of the run again made the k-th graph call cost O(k).
     from spanpoint.calls import cost
-    from spanpoint.run import current_run
 
     telemetry = configured_sqlite
     priced: list[str] = []
@@ -208,12 +219,7 @@ def test_a_runs_totals_price_each_model_call_once_however_many_graph_calls_it_ma
         return original(cp)
 
     monkeypatch.setattr(cost, "_checkpoint_cost", counting)
-    runner = make_runner("gpt-4o")
-    with spanpoint.run("cost-once"):
-        scope = current_run()
-        assert scope is not None
-        for i in range(4):
-            runner.invoke(REQUEST, thread_id=f"t-once-{i}")
+    scope = invoke_in_one_run("cost-once", 4)
     kept = [cp.key for _, cp in scope.model_calls]
     assert len(kept) == 8
     assert priced == kept  # each once, in completion order
@@ -229,7 +235,6 @@ def test_an_executed_model_call_is_priced_once_from_its_reply_not_again_from_its
     # The chat span's description prices the reply; the run's totals take that cost for the
     # call's checkpoint instead of decoding the stored output to price it a second time.
     from spanpoint.calls import cost
-    from spanpoint.run import current_run
 
     decoded: list[bytes] = []
     unpackb = cost.ormsgpack.unpackb
@@ -239,12 +244,7 @@ def test_an_executed_model_call_is_priced_once_from_its_reply_not_again_from_its
         return unpackb(data, **kwargs)
 
     monkeypatch.setattr(cost.ormsgpack, "unpackb", counting)
-    runner = make_runner("gpt-4o")
-    with spanpoint.run("cost-live"):
-        scope = current_run()
-        assert scope is not None
-        for i in range(2):
-            runner.invoke(REQUEST, thread_id=f"t-live-{i}")
+    scope = invoke_in_one_run("cost-live", 2)
     checkpoints = [cp for _, cp in scope.model_calls]
     assert len(checkpoints) == 4 and decoded == []
     kept = [cost._checkpoint_cost(cp) for cp in checkpoints]
