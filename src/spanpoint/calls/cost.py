@@ -67,13 +67,9 @@ def price(model: str, provider: str | None, inp: int, out: int, cached: int) -> 
     return _prices.price(model, provider, inp, out, cached)
 
 
-def cost_attributes(message: Any) -> dict[str, Any]:
-    """``gen_ai.usage.cost.*`` of a model call's span (or ``spanpoint.cost.unpriced``)."""
-    return priced_attributes(message_cost(message))
-
-
 def priced_attributes(cost: CallCost | None) -> dict[str, Any]:
-    """:func:`cost_attributes` of a cost already computed (:func:`message_cost`)."""
+    """``gen_ai.usage.cost.*`` of a model call's span (or ``spanpoint.cost.unpriced``), from
+    the cost :func:`message_cost` computed for its reply."""
     if cost is None:
         return {}
     if cost.amount is None:
