@@ -20,18 +20,27 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import importlib
 import re
 import sys
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
-from pathlib import PurePath
-from types import BuiltinFunctionType, FunctionType, ModuleType
+from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
+from types import (
+    BuiltinFunctionType,
+    FunctionType,
+    MappingProxyType,
+    MethodType,
+    ModuleType,
+    NoneType,
+)
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 import ormsgpack
 
@@ -384,21 +393,39 @@ def _has_lone_surrogate(value: Any, depth: int) -> bool:
 # keeps str, int, float (1 vs 1.0; NaN and Infinity are not strings), bool and null apart; every
 # other type is a tag that names it. Hence two inputs that differ in value or type cannot
 # produce the same text (see "Typed fingerprints" in docs/design-notes.md).
+#
+# What can be read is an allow list. A type is read whole when it is one of the builtin shapes
+# below (each read through its own reader, which sees every part of its state), or a class
+# defined in Python whose state is its attributes (``vars()`` and ``__slots__``) on top of one
+# of those shapes. Anything else — a type implemented in C that keeps state spanpoint cannot
+# see (``io.StringIO``, a generator, a lock, an exception with fields outside its ``args``) —
+# is not cacheable: UnfingerprintableInputError, and the boundary executes.
 
 #: Values that are their own canonical view (exact types: a subclass such as IntEnum or a str
 #: subclass is tagged with its type instead).
 _PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
-_MAX_DEPTH = 64
+_MAX_DEPTH = 100
+_HEAP_TYPE, _IMMUTABLE_TYPE = 1 << 9, 1 << 8
 
 
 def canonical(value: Any) -> Any:
     """A JSON-safe, typed, content-only, deterministic view of ``value`` for fingerprints.
 
-    Raises :class:`UnfingerprintableInputError` for a value whose state cannot be read.
+    Raises :class:`UnfingerprintableInputError` for a value whose state cannot be read
+    faithfully (then the boundary is not cacheable).
     """
     if type(value) in _PLAIN:
         return value
-    return _canon(value, 0, ())
+    try:
+        return _canon(value, 0, ())
+    except UnfingerprintableInputError as exc:
+        if len(exc.path) > 8:  # a deep value: its first steps name the argument
+            exc.path[4:-2] = ["…"]
+        raise
+    except RecursionError:
+        raise UnfingerprintableInputError(
+            _qualified(type(value)), "nests too deep to be read"
+        ) from None
 
 
 def _canon(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
@@ -406,26 +433,31 @@ def _canon(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
     if cls in _PLAIN:
         return value
     if depth > _MAX_DEPTH:
-        raise SerializationError("input nests more than 64 levels deep; cannot fingerprint it")
+        raise UnfingerprintableInputError(
+            _qualified(cls), f"nests more than {_MAX_DEPTH} levels deep"
+        )
     ident = id(value)
     if ident in seen:
         # How many levels up the value it repeats is: two cycles differ if they close
         # on different ancestors.
         return {"__cycle__": len(seen) - seen.index(ident)}
-    if cls is dict or isinstance(value, Mapping):
-        return _canon_map(value, depth + 1, (*seen, ident))
+    seen = (*seen, ident)
+    depth += 1
+    if cls is dict:
+        return _canon_map(value, depth, seen)
     if cls is list:
-        return _canon_items(value, depth + 1, (*seen, ident))
+        return _canon_items(value, depth, seen)
     if cls is tuple:
-        return {"__tuple__": _canon_items(value, depth + 1, (*seen, ident))}
-    if _is_message(value):
-        return _canonical_message(value, depth + 1, (*seen, ident))
-    return _canon_other(value, cls, depth + 1, (*seen, ident))
+        return {"__tuple__": _canon_items(value, depth, seen)}
+    reader = _READERS.get(cls)
+    if reader is not None:
+        return reader(value, depth, seen)
+    return _canon_other(value, cls, depth, seen)
 
 
 def _canon_map(value: Mapping[Any, Any], depth: int, seen: tuple[int, ...]) -> Any:
     out: dict[str, Any] = {}
-    for key, item in value.items():
+    for key, item in dict.items(value) if isinstance(value, dict) else value.items():
         if type(key) is not str:
             return _canon_typed_keys(value, depth, seen)
         try:
@@ -436,14 +468,20 @@ def _canon_map(value: Mapping[Any, Any], depth: int, seen: tuple[int, ...]) -> A
     return {"__map__": out}  # the encoder sorts the keys
 
 
-def _canon_typed_keys(value: Mapping[Any, Any], depth: int, seen: tuple[int, ...]) -> Any:
+def _canon_pairs(items: Iterable[tuple[Any, Any]], depth: int, seen: tuple[int, ...]) -> list[Any]:
     pairs = []
-    for key, item in value.items():
+    for key, item in items:
         try:
-            pairs.append((_canon(key, depth, seen), _canon(item, depth, seen)))
+            pairs.append([_canon(key, depth, seen), _canon(item, depth, seen)])
         except UnfingerprintableInputError as exc:
             exc.path.insert(0, f"[{key!r}]")
             raise
+    return pairs
+
+
+def _canon_typed_keys(value: Mapping[Any, Any], depth: int, seen: tuple[int, ...]) -> Any:
+    items = dict.items(value) if isinstance(value, dict) else value.items()
+    pairs = _canon_pairs(items, depth, seen)
     pairs.sort(key=lambda kv: _stable_json(kv[0]))
     return {"__mapk__": pairs}
 
@@ -460,34 +498,245 @@ def _canon_items(value: Iterable[Any], depth: int, seen: tuple[int, ...]) -> lis
 
 
 def _qualified(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return f"{getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls.__name__)}"
+
+
+def _canon_set(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    members = sorted(_stable_json(_canon(v, depth, seen)) for v in set.__iter__(value))
+    return {"__set__": members}
+
+
+def _canon_frozenset(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    members = sorted(_stable_json(_canon(v, depth, seen)) for v in frozenset.__iter__(value))
+    return {"__frozenset__": members}
+
+
+def _canon_datetime(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    # The zone itself, not its offset: a ZoneInfo and a fixed offset that agree today are
+    # two different inputs (they disagree at the next DST change).
+    naive = datetime.isoformat(datetime.replace(value, tzinfo=None))
+    return {"__datetime__": [naive, value.fold, _canon(value.tzinfo, depth, seen)]}
+
+
+def _canon_time(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    naive = time.isoformat(time.replace(value, tzinfo=None))
+    return {"__time__": [naive, value.fold, _canon(value.tzinfo, depth, seen)]}
+
+
+def _canon_zone(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    if value.key is None:
+        raise UnfingerprintableInputError(
+            _qualified(type(value)), "was read from a file and has no key that names it"
+        )
+    return {"__zoneinfo__": value.key}
+
+
+def _canon_deque(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    return {"__deque__": [_canon_items(deque.__iter__(value), depth, seen), value.maxlen]}
+
+
+def _canon_ordered(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    # Order is part of an OrderedDict (its own order: move_to_end does not reorder the dict).
+    return {"__ordereddict__": _canon_pairs(OrderedDict.items(value), depth, seen)}
+
+
+def _canon_defaultdict(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    factory = _canon(value.default_factory, depth, seen)
+    return {"__defaultdict__": [factory, _canon_map(value, depth, seen)]}
+
+
+def _canon_partial(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    parts = (value.func, value.args, value.keywords)
+    return {"__partial__": [_canon(part, depth, seen) for part in parts]}
+
+
+def _canon_method(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    return {
+        "__method__": [_canon(value.__func__, depth, seen), _canon(value.__self__, depth, seen)]
+    }
+
+
+def _canon_named(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    """A function, class or module, by its import name; a bound builtin method with the
+    object it is bound to."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "")
+    if "<" in name or getattr(value, "__closure__", None):
+        raise UnfingerprintableInputError(
+            _qualified(type(value)), "is not identified by its name (a lambda, local or closure)"
+        )
+    module = getattr(value, "__module__", None) or ""
+    bound = getattr(value, "__self__", None)
+    if isinstance(value, BuiltinFunctionType) and not isinstance(bound, ModuleType | NoneType):
+        return {"__named__": [_qualified(type(value)), name, _canon(bound, depth, seen)]}
+    return {"__named__": [_qualified(type(value)), f"{module}.{name}"]}
+
+
+def _by_text(base: type) -> Callable[[Any, int, tuple[int, ...]], Any]:
+    """A reader of a value that its base type's own ``__str__`` spells exactly."""
+    tag, spell = f"__{base.__name__}__", base.__str__
+    return lambda value, depth, seen: {tag: spell(value)}
+
+
+def _canon_bytes(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    tag = "__bytes__" if isinstance(value, bytes) else "__bytearray__"
+    return {tag: hashlib.sha256(value).hexdigest()}
+
+
+def _canon_path(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
+    return {"__path__": [_qualified(type(value)), str(value)]}
+
+
+#: The builtin shapes read whole, by exact type (a Python subclass of one of them is read
+#: by the same reader, plus its type and attributes: see _canon_other).
+_READERS: dict[type, Callable[[Any, int, tuple[int, ...]], Any]] = {
+    set: _canon_set,
+    frozenset: _canon_frozenset,
+    bytes: _canon_bytes,
+    bytearray: _canon_bytes,
+    complex: lambda v, d, s: {"__complex__": [v.real, v.imag]},
+    datetime: _canon_datetime,
+    time: _canon_time,
+    date: _by_text(date),
+    timedelta: _by_text(timedelta),
+    timezone: lambda v, d, s: {"__timezone__": repr(v)},
+    ZoneInfo: _canon_zone,
+    UUID: _by_text(UUID),
+    Decimal: _by_text(Decimal),
+    range: lambda v, d, s: {"__range__": [v.start, v.stop, v.step]},
+    deque: _canon_deque,
+    OrderedDict: _canon_ordered,
+    defaultdict: _canon_defaultdict,
+    functools.partial: _canon_partial,
+    MappingProxyType: lambda v, d, s: {"__mappingproxy__": _canon_map(dict(v), d, s)},
+    MethodType: _canon_method,
+    FunctionType: _canon_named,
+    BuiltinFunctionType: _canon_named,
+    type: _canon_named,
+    ModuleType: _canon_named,
+    **{cls: _canon_path for cls in (PurePosixPath, PureWindowsPath, PosixPath, WindowsPath)},
+}
+
+#: How a Python subclass's builtin content is read (by the builtin's own methods, so that an
+#: override of ``__iter__`` or ``__str__`` cannot hide part of it).
+_CONTENT: dict[type, Callable[[Any, int, tuple[int, ...]], Any]] = {
+    dict: _canon_map,
+    list: lambda v, d, s: _canon_items(list.__iter__(v), d, s),
+    tuple: lambda v, d, s: _canon_items(tuple.__iter__(v), d, s),
+    str: lambda v, d, s: str.__str__(v),
+    int: lambda v, d, s: int.__repr__(v),
+    float: lambda v, d, s: float.__repr__(v),
+    object: lambda v, d, s: None,
+}
+
+#: Builtin exceptions whose whole state is their ``args`` (others, such as OSError's
+#: ``filename`` or AttributeError's ``obj``, keep fields spanpoint does not read).
+_ARGS_EXCEPTIONS: frozenset[type] = frozenset(
+    {
+        BaseException,
+        Exception,
+        ArithmeticError,
+        AssertionError,
+        BufferError,
+        EOFError,
+        FloatingPointError,
+        IndexError,
+        KeyError,
+        LookupError,
+        NotImplementedError,
+        OverflowError,
+        RecursionError,
+        RuntimeError,
+        TypeError,
+        ValueError,
+        ZeroDivisionError,
+        Warning,
+        UserWarning,
+        DeprecationWarning,
+        PendingDeprecationWarning,
+        RuntimeWarning,
+        FutureWarning,
+    }
+)
+
+
+def _defined_in_python(cls: type) -> bool:
+    """A class statement's class (its state lives in ``vars()`` and ``__slots__``), not a
+    type implemented in C, static or not."""
+    flags = cls.__flags__
+    return bool(flags & _HEAP_TYPE) and not flags & _IMMUTABLE_TYPE
+
+
+def _builtin_base(cls: type) -> type | None:
+    """The one type implemented in C under ``cls`` (``object`` for a plain class); None when
+    the class stands on more than one, or on one spanpoint cannot read."""
+    found = None
+    for klass in cls.__mro__:
+        if _defined_in_python(klass):
+            continue
+        if found is None:
+            found = klass
+        elif not issubclass(found, klass):
+            return None
+    return found
 
 
 def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> Any:
-    if isinstance(value, set | frozenset):
-        members = sorted(_stable_json(_canon(v, depth, seen)) for v in value)
-        return {"__frozenset__" if isinstance(value, frozenset) else "__set__": members}
-    if isinstance(value, bytes | bytearray):
-        tag = "__bytes__" if cls is bytes else "__bytearray__"
-        return {tag: hashlib.sha256(value).hexdigest()}
+    if isinstance(value, type | ModuleType):  # a class with a metaclass of its own, too
+        return _canon_named(value, depth, seen)
     if isinstance(value, enum.Enum):
         return {"__enum__": [_qualified(cls), value.name]}
-    if cls in _BY_STR:
-        return {"__" + cls.__name__ + "__": str(value)}
-    if isinstance(value, datetime | date | time | timedelta | timezone | UUID | Decimal | PurePath):
-        return {"__value__": [_qualified(cls), str(value)]}
-    if isinstance(value, str | int | float):  # a subclass: its type and its value
-        base = str if isinstance(value, str) else int if isinstance(value, int) else float
-        return {"__sub__": [_qualified(cls), base(value)]}
+    if _is_message(value):
+        return _canonical_message(value, depth, seen)
     if _is_model(value):
         return {"__model__": [_qualified(cls), _canon_map(_model_state(value), depth, seen)]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return {"__dataclass__": [_qualified(cls), _canon_map(fields, depth, seen)]}
-    return _canon_object(value, cls, depth, seen)
+    base = _builtin_base(cls)
+    if isinstance(value, BaseException):
+        if base not in _ARGS_EXCEPTIONS:
+            raise UnfingerprintableInputError(
+                _qualified(cls), "keeps fields outside its args that spanpoint cannot read"
+            )
+        content = [_canon(value.args, depth, seen), _canon(value.__cause__, depth, seen)]
+    elif cls is object:
+        raise UnfingerprintableInputError("builtins.object", "has no state, only an identity")
+    elif base in _CONTENT:
+        content = _CONTENT[base](value, depth, seen)
+    elif base in _READERS and base not in _NOT_SUBCLASSED:
+        content = _READERS[base](value, depth, seen)
+    else:
+        raise UnfingerprintableInputError(
+            _qualified(cls), "keeps state where spanpoint cannot read it (a type implemented in C)"
+        )
+    if "<locals>" in cls.__qualname__ and not dataclasses.is_dataclass(value):
+        raise UnfingerprintableInputError(
+            _qualified(cls), "is a class local to a function (its name does not identify it)"
+        )
+    try:
+        state = _canon_map(_object_state(value, cls), depth, seen)
+    except UnfingerprintableInputError as exc:
+        exc.path[0:1] = [f".{exc.path[0][2:-2]}"] if exc.path else []
+        raise
+    return {"__object__": [_qualified(cls), content, state]}
 
 
-_BY_STR: frozenset[type] = frozenset({datetime, date, time, timedelta, UUID, Decimal})
+#: Readers that name a value rather than read it: a subclass of these is not read by them.
+_NOT_SUBCLASSED = frozenset({MethodType, FunctionType, BuiltinFunctionType, type, ModuleType})
+
+
+def _object_state(value: Any, cls: type) -> dict[str, Any]:
+    """Every attribute a Python class keeps: ``vars()`` and each ``__slots__`` entry."""
+    state: dict[str, Any] = {}
+    attrs = getattr(value, "__dict__", None)
+    if isinstance(attrs, dict):
+        state.update(attrs)
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__") or not isinstance(slot, str):
+                continue
+            name = f"_{klass.__name__.lstrip('_')}{slot}" if slot.startswith("__") else slot
+            if hasattr(value, name):
+                state[f"__slot__{klass.__qualname__}.{slot}"] = getattr(value, name)
+    return state
 
 
 def _model_state(model: BaseModel) -> dict[str, Any]:
@@ -498,54 +747,38 @@ def _model_state(model: BaseModel) -> dict[str, Any]:
     return state
 
 
-def _canon_object(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> Any:
-    """A plain object: its fully qualified type and the state we can read (``vars()`` and
-    ``__slots__``). Anything else is not fingerprinted at all."""
-    if isinstance(value, FunctionType | BuiltinFunctionType | type | ModuleType):
-        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "")
-        closure = getattr(value, "__closure__", None)
-        if "<" in name or closure:  # a lambda, a local function or class, a closure
-            raise UnfingerprintableInputError(
-                _qualified(cls), "is not identified by its name (a lambda, local or closure)"
-            )
-        module = getattr(value, "__module__", None) or ""
-        return {"__named__": [_qualified(cls), f"{module}.{name}"]}
-    state: dict[str, Any] = {}
-    has_dict = hasattr(value, "__dict__")
-    if has_dict:
-        state.update(vars(value))
-    slots = [s for k in cls.__mro__ for s in getattr(k, "__slots__", ()) if isinstance(s, str)]
-    for slot in slots:
-        if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
-            state["__slot__" + slot] = getattr(value, slot)
-    if not has_dict and not slots:
-        raise UnfingerprintableInputError(_qualified(cls), "has no state spanpoint can read")
-    if "<locals>" in cls.__qualname__:
-        raise UnfingerprintableInputError(
-            _qualified(cls), "is a class local to a function (its name does not identify it)"
-        )
-    try:
-        return {"__object__": [_qualified(cls), _canon_map(state, depth, seen)]}
-    except UnfingerprintableInputError as exc:
-        exc.path[0:1] = [f".{exc.path[0][2:-2]}"] if exc.path else []
-        raise
+#: Fields of a LangChain message that change on every execution and so are not part of what
+#: it says: ``id`` (assigned at run time), ``response_metadata`` (timestamps, request ids) and
+#: ``usage_metadata``. Tool-call ids come from the model: a tool call is its name and arguments
+#: (a ToolMessage keeps its ``tool_call_id``, which ties it to the call it answers).
+_VOLATILE_MESSAGE_FIELDS = frozenset({"id", "response_metadata", "usage_metadata"})
+_TOOL_CALL_FIELDS = frozenset({"tool_calls", "invalid_tool_calls", "tool_call_chunks"})
 
 
 def _canonical_message(msg: BaseMessage, depth: int, seen: tuple[int, ...]) -> Any:
-    view: dict[str, Any] = {"type": msg.type}
-    for field in _MESSAGE_FIELDS:
-        val = getattr(msg, field, None)
-        if val not in (None, "", [], {}):
-            view[field] = _canon(val, depth, seen)
-    tool_calls = getattr(msg, "tool_calls", None)
-    if tool_calls:
-        # Tool-call ids come from the model and change on every real call: identity is the
-        # call's name and arguments. A ToolMessage keeps its tool_call_id (see above).
-        view["tool_calls"] = [
-            [_canon(tc.get("name"), depth, seen), _canon(tc.get("args"), depth, seen)]
-            for tc in tool_calls
-        ]
-    return {"__message__": view}
+    fields = dict(msg.__dict__)
+    fields.update(getattr(msg, "__pydantic_extra__", None) or {})
+    view: dict[str, Any] = {}
+    for field, val in fields.items():
+        if field in _VOLATILE_MESSAGE_FIELDS or val is None or (type(val) in _EMPTY and not val):
+            continue
+        if field in _TOOL_CALL_FIELDS and type(val) is list:
+            val = [_without_id(call) for call in val]
+        elif field == "additional_kwargs" and type(val) is dict and "tool_calls" in val:
+            val = {**val, "tool_calls": [_without_id(c) for c in val["tool_calls"] or ()]}
+        try:
+            view[field] = val if type(val) in _PLAIN else _canon(val, depth, seen)
+        except UnfingerprintableInputError as exc:
+            exc.path.insert(0, f".{field}")
+            raise
+    return {"__message__": [_qualified(type(msg)), view]}
+
+
+_EMPTY = frozenset({str, list, dict})
+
+
+def _without_id(call: Any) -> Any:
+    return {k: v for k, v in call.items() if k != "id"} if isinstance(call, dict) else call
 
 
 # The C JSON encoder lives in _json, a name module that stores may import without LangGraph.
