@@ -23,9 +23,10 @@ import enum
 import functools
 import hashlib
 import importlib
+import math
 import re
 import sys
-from collections import OrderedDict, defaultdict, deque
+from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -152,8 +153,39 @@ _MOVED = {"spanpoint.graph_results": "spanpoint.graph.results"}
 _ALLOWED_METHODS = frozenset({("datetime", "datetime", "fromisoformat")})
 
 
+def _counter(pairs: list[list[Any]]) -> Counter[Any]:
+    return Counter(dict(pairs))
+
+
+#: default_factory values a stored defaultdict may name, besides the allowed types.
+_FACTORIES: dict[tuple[str, str], Any] = {
+    ("builtins", f.__name__): f
+    for f in (int, float, str, bytes, bool, list, dict, set, frozenset, tuple)
+} | {("collections", f.__name__): f for f in (Counter, OrderedDict, deque)}
+
+
+def _defaultdict(ref: Any, pairs: list[list[Any]]) -> defaultdict[Any, Any]:
+    factory = None
+    if ref is not None:
+        module, name = ref
+        factory = _FACTORIES.get((module, name)) or _target(module, name)
+    return defaultdict(factory, pairs)
+
+
+#: Allow-list entries that rebuild the shapes _prepare writes (module, name as written).
+_REVIVERS: dict[tuple[str, str], Any] = {
+    ("builtins", "tuple"): tuple,
+    ("builtins", "dict"): dict,
+    ("collections", "OrderedDict"): OrderedDict,
+    ("collections", "Counter"): _counter,
+    ("collections", "defaultdict"): _defaultdict,
+}
+
+
 def _default_table() -> dict[tuple[str, str], Any]:
-    return {(mod, name): None for mod, names in _DEFAULT_ALLOWED.items() for name in names}
+    table = {(mod, name): None for mod, names in _DEFAULT_ALLOWED.items() for name in names}
+    table.update(_REVIVERS)
+    return table
 
 
 #: (module, name) -> the class or callable, or None until first imported. Only entries of
@@ -340,50 +372,233 @@ def loads(type_tag: str, data: bytes) -> Any:
 
 
 def dumps(value: Any) -> tuple[str, bytes]:
-    """Serialize ``value`` to ``(type tag, bytes)``; :class:`SerializationError` if impossible,
-    or if it would not read back exactly (then the output is not committed)."""
+    """Serialize ``value`` to ``(type tag, bytes)`` with LangGraph's writer.
+
+    Raises :class:`SerializationError` if that is impossible, or if what was written would
+    not read back as an equal value of the same type (then the output is not committed and
+    the boundary executes again next time: a replay never returns a different type).
+    """
     try:
-        tag, data = _writer().dumps_typed(value)
+        tag, data = _writer().dumps_typed(_prepare(value, 0))
+    except SerializationError:
+        raise
     except Exception as exc:  # ormsgpack raises its own types, and TypeError for cycles
         raise SerializationError(
             f"cannot serialize a {type(value).__name__} output: {exc}. Return JSON-like data, "
             "LangChain messages, pydantic models or dataclasses from a boundary, or mark it "
             "replay=False"
         ) from exc
-    # LangGraph's writer replaces a lone surrogate with "?": a lossy copy must not replay.
-    if tag == "msgpack" and b"?" in data and _has_lone_surrogate(value, 0):
+    problem = _revival_problem(value, tag, data)
+    if problem is not None:
         raise SerializationError(
-            f"cannot store a {type(value).__name__} output exactly: it contains a lone "
-            "surrogate (a str that is not valid Unicode), which would read back as '?'"
+            f"cannot store a {_qualified(type(value))} output exactly: {problem}, so it was "
+            "not committed and executes again on a rerun (return a type that reads back "
+            "exactly, allow your own type with spanpoint.configure(allowed_types=[...]), or "
+            "mark the boundary replay=False)"
         )
     return tag, data
 
 
-def _has_lone_surrogate(value: Any, depth: int) -> bool:
-    if isinstance(value, str):
-        if value.isascii():
-            return False
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return True
-        return False
-    if depth > 64:
-        return False
+# --- writing what LangGraph's writer would flatten ------------------------------------------
+#
+# LangGraph's writer turns a tuple into a list, an OrderedDict, a Counter or a defaultdict
+# into a dict, a datetime's ZoneInfo into a fixed offset, and refuses a dict with tuple keys.
+# Those values are handed to it already written as the same msgpack extensions it writes for
+# other types (module, name, arguments), naming reviver entries of the allow list; everything
+# inside is still written by LangGraph's writer.
+
+_MAX_OUTPUT_DEPTH = 200
+
+
+def _prepare(value: Any, depth: int) -> Any:
+    cls = type(value)
+    if cls in _PLAIN or cls is bytes:
+        return value
+    if depth > _MAX_OUTPUT_DEPTH:
+        raise SerializationError(
+            f"cannot serialize an output that nests more than {_MAX_OUTPUT_DEPTH} levels deep"
+        )
     depth += 1
-    if isinstance(value, Mapping):
-        return any(
-            _has_lone_surrogate(k, depth) or _has_lone_surrogate(v, depth) for k, v in value.items()
+    if cls is list:
+        return [_prepare(item, depth) for item in value]
+    if cls is dict:
+        if all(type(key) is str for key in value):
+            return {key: _prepare(item, depth) for key, item in value.items()}
+        return _ext(_EXT_ONE_ARG, "builtins", "dict", _prepare_pairs(value, depth))
+    writer = _PREPARERS.get(cls)
+    if writer is not None:
+        return writer(value, depth)
+    if isinstance(value, tuple) and hasattr(cls, "_fields") and hasattr(value, "_asdict"):
+        fields = {k: _prepare(v, depth) for k, v in value._asdict().items()}
+        return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
+    if (
+        dataclasses.is_dataclass(value)
+        and not isinstance(value, type)
+        and not any(hasattr(value, a) for a in ("model_dump", "dict", "get_secret_value"))
+        and not _is_send(value)
+    ):
+        fields = {
+            f.name: _prepare(getattr(value, f.name), depth) for f in dataclasses.fields(value)
+        }
+        return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
+    return value  # LangGraph's writer's own (and checked when read back)
+
+
+def _is_send(value: Any) -> bool:
+    cls = _loaded_class("langgraph.types", "Send")
+    return cls is not None and isinstance(value, cls)
+
+
+def _ext(code: int, module: str, name: str, args: Any) -> ormsgpack.Ext:
+    return ormsgpack.Ext(code, _writer().dumps_typed([module, name, args])[1])
+
+
+def _prepare_pairs(value: Any, depth: int) -> list[list[Any]]:
+    return [[_prepare(k, depth), _prepare(v, depth)] for k, v in value.items()]
+
+
+def _prepare_datetime(value: datetime, depth: int) -> Any:
+    if value.fold == 0 and (value.tzinfo is None or type(value.tzinfo) is timezone):
+        return value  # LangGraph's ISO text says all of it
+    fields = {
+        name: getattr(value, name)
+        for name in ("year", "month", "day", "hour", "minute", "second", "microsecond", "fold")
+    }
+    fields["tzinfo"] = value.tzinfo
+    return _ext(_EXT_KW_ARGS, "datetime", "datetime", fields)
+
+
+def _prepare_defaultdict(value: defaultdict[Any, Any], depth: int) -> Any:
+    factory = value.default_factory
+    ref = None if factory is None else [factory.__module__, factory.__qualname__]
+    named = isinstance(factory, type | FunctionType | BuiltinFunctionType)
+    if factory is not None and (not named or "<" in factory.__qualname__):
+        raise SerializationError(
+            f"cannot store a defaultdict whose default_factory is a {type(factory).__name__}"
         )
-    if isinstance(value, list | tuple | set | frozenset | deque):
-        return any(_has_lone_surrogate(v, depth) for v in value)
+    return _ext(_EXT_POS_ARGS, "collections", "defaultdict", [ref, _prepare_pairs(value, depth)])
+
+
+_PREPARERS: dict[type, Callable[[Any, int], Any]] = {
+    tuple: lambda v, d: _ext(_EXT_ONE_ARG, "builtins", "tuple", [_prepare(i, d) for i in v]),
+    set: lambda v, d: _ext(_EXT_ONE_ARG, "builtins", "set", [_prepare(i, d) for i in v]),
+    frozenset: lambda v, d: _ext(
+        _EXT_ONE_ARG, "builtins", "frozenset", [_prepare(i, d) for i in v]
+    ),
+    deque: lambda v, d: _ext(
+        _EXT_POS_ARGS, "collections", "deque", [[_prepare(i, d) for i in v], v.maxlen]
+    ),
+    OrderedDict: lambda v, d: _ext(
+        _EXT_ONE_ARG, "collections", "OrderedDict", _prepare_pairs(v, d)
+    ),
+    Counter: lambda v, d: _ext(_EXT_ONE_ARG, "collections", "Counter", _prepare_pairs(v, d)),
+    defaultdict: _prepare_defaultdict,
+    datetime: _prepare_datetime,
+}
+
+
+# --- checking that a value reads back -------------------------------------------------------
+
+
+def _revival_problem(value: Any, tag: str, data: bytes) -> str | None:
+    """Why ``data`` would not read back as ``value`` (same types, equal values), or None."""
+    try:
+        revived = loads(tag, data)
+    except UntrustedCheckpointError as exc:
+        return str(exc)
+    except (CorruptCheckpointError, RecursionError) as exc:
+        return f"it does not read back ({exc})"
+    try:
+        found = _difference(value, revived, [], 0)
+    except Exception as exc:  # a user's __eq__ may raise
+        return f"comparing it with what reads back raised {type(exc).__name__}"
+    if found is None:
+        return None
+    where, what = found
+    return f"{''.join(where) or 'the value'} {what}"
+
+
+def _difference(a: Any, b: Any, where: list[str], depth: int) -> tuple[list[str], str] | None:
+    """Where and how ``b`` (read back) differs from ``a`` (returned); no values quoted, as
+    the message goes to logs and spans."""
+    ta, tb = type(a), type(b)
+    if ta is not tb:
+        return where, f"is a {_qualified(ta)} that would read back as a {_qualified(tb)}"
+    if ta in _PLAIN:
+        if a == b and (ta is not float or math.copysign(1, a) == math.copysign(1, b)):
+            return None
+        if ta is float and a != a and b != b:
+            return None
+        if ta is str and not _valid_unicode(a):
+            return where, "holds a lone surrogate (not valid Unicode), which would read back as '?'"
+        return where, "would read back unequal"
+    if depth > _MAX_OUTPUT_DEPTH:
+        return where, "nests too deep to check"
+    depth += 1
+    if isinstance(a, list | tuple | deque):
+        if len(a) != len(b) or getattr(a, "maxlen", None) != getattr(b, "maxlen", None):
+            return where, "would read back with other items"
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = _difference(x, y, [*where, f"[{index}]"], depth)
+            if found:
+                return found
+        return None
+    if isinstance(a, dict):
+        if len(a) != len(b) or getattr(a, "default_factory", None) != getattr(
+            b, "default_factory", None
+        ):
+            return where, "would read back with other entries"
+        for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True):
+            found = _difference(ka, kb, [*where, " (a key)"], depth) or _difference(
+                va, vb, [*where, f"[{ka!r}]" if type(ka) is str else "[…]"], depth
+            )
+            if found:
+                return found
+        return None
+    if isinstance(a, set | frozenset):
+        by_value = {item: item for item in b}
+        for item in a:
+            if item not in by_value:
+                return where, "would read back with other members"
+            found = _difference(item, by_value[item], [*where, " (a member)"], depth)
+            if found:
+                return found
+        return None if len(a) == len(b) else (where, "would read back with other members")
+    state = _comparable_state(a)
+    if state is not None:
+        return _difference(state, _comparable_state(b), where, depth)
+    if isinstance(a, datetime | time):
+        if a != b or a.fold != b.fold:
+            return where, "would read back unequal"
+        return _difference(a.tzinfo, b.tzinfo, [*where, ".tzinfo"], depth)
+    if isinstance(a, ZoneInfo):
+        return None if a.key == b.key and a.key is not None else (where, "names no zone")
+    if isinstance(a, Decimal):
+        return None if str(a) == str(b) else (where, "would read back unequal")
+    return None if a == b else (where, "would read back unequal")
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _comparable_state(value: Any) -> dict[str, Any] | None:
+    """The state a message, a pydantic model or a dataclass reads back with (None for other
+    types): every attribute, so an attribute the writer drops is a difference."""
     if _is_model(value):
-        return _has_lone_surrogate(value.model_dump(), depth)
+        state = dict(value.__dict__)
+        state.update(getattr(value, "__pydantic_extra__", None) or {})
+        private = getattr(value, "__pydantic_private__", None)
+        if private:
+            state["__private__"] = private
+        return state
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return any(
-            _has_lone_surrogate(getattr(value, f.name), depth) for f in dataclasses.fields(value)
-        )
-    return False
+        return _object_state(value, type(value))
+    return None
 
 
 # --- fingerprints ---------------------------------------------------------------------------
@@ -689,6 +904,13 @@ def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> An
         return _canonical_message(value, depth, seen)
     if _is_model(value):
         return {"__model__": [_qualified(cls), _canon_map(_model_state(value), depth, seen)]}
+    if dataclasses.is_dataclass(value):
+        state = _dataclass_state(value, cls)
+        try:
+            return {"__dataclass__": [_qualified(cls), _canon_map(state, depth, seen)]}
+        except UnfingerprintableInputError as exc:
+            exc.path[0:1] = [f".{exc.path[0][2:-2]}"] if exc.path else []
+            raise
     base = _builtin_base(cls)
     if isinstance(value, BaseException):
         if base not in _ARGS_EXCEPTIONS:
@@ -706,7 +928,7 @@ def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> An
         raise UnfingerprintableInputError(
             _qualified(cls), "keeps state where spanpoint cannot read it (a type implemented in C)"
         )
-    if "<locals>" in cls.__qualname__ and not dataclasses.is_dataclass(value):
+    if "<locals>" in cls.__qualname__:
         raise UnfingerprintableInputError(
             _qualified(cls), "is a class local to a function (its name does not identify it)"
         )
@@ -736,6 +958,16 @@ def _object_state(value: Any, cls: type) -> dict[str, Any]:
             name = f"_{klass.__name__.lstrip('_')}{slot}" if slot.startswith("__") else slot
             if hasattr(value, name):
                 state[f"__slot__{klass.__qualname__}.{slot}"] = getattr(value, name)
+    return state
+
+
+def _dataclass_state(value: Any, cls: type) -> dict[str, Any]:
+    """A dataclass's fields, then every other attribute it keeps (a subclass's own)."""
+    state = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    for name, item in _object_state(value, cls).items():
+        if name.startswith("__slot__"):
+            name = name.rpartition(".")[2]
+        state.setdefault(name, item)
     return state
 
 
@@ -771,7 +1003,8 @@ def _canonical_message(msg: BaseMessage, depth: int, seen: tuple[int, ...]) -> A
         except UnfingerprintableInputError as exc:
             exc.path.insert(0, f".{field}")
             raise
-    return {"__message__": [_qualified(type(msg)), view]}
+    view["__class__"] = _qualified(type(msg))  # a subclass may keep the same ``type``
+    return {"__message__": view}
 
 
 _EMPTY = frozenset({str, list, dict})
