@@ -232,17 +232,28 @@ class Planner:
 
 def snapshot_output(graph: Any, snapshot: Any) -> Any:
     """What ``graph.invoke`` returned when the thread stood at ``snapshot``: the values of
-    the graph's output channels, and ``__interrupt__`` when it paused at an interrupt."""
+    the graph's output channels, and ``__interrupt__`` when it paused at an interrupt.
+
+    A graph with one output channel (the functional API's ``@entrypoint``, a graph of a
+    root channel) returned that channel's value itself, whatever its type: LangGraph's
+    snapshot already holds that value, not a mapping of channels.
+    """
     values = snapshot.values
     channels = getattr(graph, "output_channels", None)
+    interrupts = [i for task in snapshot.tasks for i in getattr(task, "interrupts", ())]
+    if isinstance(channels, str):
+        if not interrupts:
+            return values
+        return (
+            {**values, "__interrupt__": interrupts}
+            if isinstance(values, dict)
+            else {"__interrupt__": interrupts}
+        )
     if isinstance(values, Mapping):
-        if isinstance(channels, str):
-            return values.get(channels)
         if isinstance(channels, list | tuple):
             values = {k: values[k] for k in channels if k in values}
         else:
             values = dict(values)
-        interrupts = [i for task in snapshot.tasks for i in getattr(task, "interrupts", ())]
         if interrupts:
             values["__interrupt__"] = interrupts
     return values
