@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, TypedDict
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
@@ -176,3 +179,46 @@ def test_cli_lists_waiting_runs_and_provides_input(tmp_path) -> None:
         store.close()
     empty = cli.invoke(app, ["runs", "--waiting", "--store", address])
     assert "no run is waiting" in empty.output
+
+
+# --- a value provided before the run reaches its wait ---------------------------------------
+
+#: Any JSON value that is not a boolean: what `spanpoint input … --json` may store.
+NOT_BOOLEAN = st.recursive(
+    st.none() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+_runs = itertools.count()
+
+
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(bad=NOT_BOOLEAN)
+def test_a_value_provided_early_is_checked_when_the_run_reaches_the_wait(
+    configured, bad: Any
+) -> None:
+    run_id = f"W-early-{next(_runs)}"
+    done.clear()
+    provide_input(run_id, "approval", bad)  # no wait yet: nothing to check it against
+    with pytest.raises(ConfigurationError, match=r"wait 'approval' .* must be of type boolean"):
+        order_flow(run_id)
+    assert done == ["prepare"], "the run took a branch on a value its wait refuses"
+    provide_input(run_id, "approval", True)  # a valid value replaces it
+    assert order_flow(run_id)[1] == "shipped o-1"
+    assert done == ["prepare", "ship"]
+
+
+def test_cli_input_given_before_the_wait_is_refused_at_the_wait(tmp_path) -> None:
+    address = str(tmp_path / "early.db")
+    cli = CliRunner()
+    given = cli.invoke(app, ["input", "W-7", "approval", "--json", '"no"', "--store", address])
+    assert given.exit_code == 0, given.output  # kept: the run has not reached its wait
+    spanpoint.configure(store=address)
+    with pytest.raises(ConfigurationError, match="must be of type boolean, not str"):
+        order_flow("W-7")
+    assert "ship" not in done

@@ -44,11 +44,13 @@ def wait_for_input(
     Args:
         name: the wait's stable name within the run (what ``spanpoint input`` names).
         schema: a JSON Schema the value must match (``type``, ``enum``, ``required`` and
-            ``properties`` are checked when the value is provided).
+            ``properties``), checked when the run reaches the wait and, once the wait is
+            stored, also when the value is provided.
         question: what to ask, shown by ``spanpoint runs --waiting``.
 
     Raises:
         RunWaiting: no value yet; ``spanpoint.run`` catches it and ends with ``waiting``.
+        ConfigurationError: the provided value does not match ``schema`` (provide another).
         WaitInsideBoundaryError: called inside a boundary body or a graph node.
     """
     scope = require_run("wait_for_input")
@@ -61,10 +63,20 @@ def wait_for_input(
             "run, so call it between boundaries at the run's top level (inside a graph node "
             "use langgraph.types.interrupt and spanpoint.wait_for_interrupt)"
         )
-    record = scope.store.record_wait(scope.run_id, name, question, _schema_dict(schema))
+    expected = _schema_dict(schema)
+    record = scope.store.record_wait(scope.run_id, name, question, expected)
     if record.value_json is None:
         raise RunWaiting(scope.run_id, name, question)
     value = json.loads(record.value_json)
+    # Checked here, where the run takes it: a value may have been provided before the run
+    # reached the wait, when there was no schema yet to check it against.
+    problem = schema_problem(value, expected if expected is not None else record.schema or {})
+    if problem:
+        raise ConfigurationError(
+            f"the value provided for wait {name!r} of run {scope.run_id!r} does not match its "
+            f"schema: {problem}; provide a valid one (spanpoint input {scope.run_id} {name} "
+            "--json VALUE) and run the run again"
+        )
     if scope.span is not None:
         # For import time: events imports LangChain's callbacks, and `spanpoint input`
         # (provide_input, in this module) must not (issue 18).
@@ -79,7 +91,8 @@ def provide_input(
 ) -> WaitRecord:
     """Provide the value of wait ``name`` of ``run_id`` (then run the run again).
 
-    The value must be JSON-serializable and match the wait's schema when it has one.
+    The value must be JSON-serializable. It is checked against the wait's schema here when
+    the run has reached the wait already, and always when the run reaches it.
     """
     validate_run_id(run_id)
     _check_name(name)
