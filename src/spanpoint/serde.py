@@ -928,6 +928,10 @@ def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> An
         raise UnfingerprintableInputError(
             _qualified(cls), "keeps state where spanpoint cannot read it (a type implemented in C)"
         )
+    if _comparison_raises(value, cls):
+        raise UnfingerprintableInputError(
+            _qualified(cls), "raises when compared or hashed (its identity is undefined)"
+        )
     if "<locals>" in cls.__qualname__:
         raise UnfingerprintableInputError(
             _qualified(cls), "is a class local to a function (its name does not identify it)"
@@ -938,6 +942,21 @@ def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> An
         exc.path[0:1] = [f".{exc.path[0][2:-2]}"] if exc.path else []
         raise
     return {"__object__": [_qualified(cls), content, state]}
+
+
+def _comparison_raises(value: Any, cls: type) -> bool:
+    """Whether a class that defines its own equality or hash raises from it: such a value
+    says nothing about which other values it stands for, so it is never a cached input."""
+    eq, hashing = cls.__eq__, cls.__hash__
+    if eq is object.__eq__ and hashing in (object.__hash__, None):
+        return False
+    try:
+        _ = value == value
+        if hashing is not None:
+            hash(value)
+    except Exception:
+        return True
+    return False
 
 
 #: Readers that name a value rather than read it: a subclass of these is not read by them.
@@ -1045,7 +1064,15 @@ def fingerprint(value: Any) -> str:
     return text_digest(_stable_json(canonical(value)))
 
 
+#: The format of a key and of the fingerprint it holds (the rules in "Step identity and
+#: faithful replay", docs/concepts.md). It enters every key, so a change to those rules
+#: changes every key once: a checkpoint written under another format is never found, and its
+#: boundary executes again instead of replaying something the rules no longer vouch for.
+_KEY_FORMAT = "spanpoint-key-2"
+
+
 def checkpoint_key(run_id: str, path: str, ordinal: int, input_fingerprint: str) -> str:
-    """sha256 over (run_id, boundary path, ordinal, input fingerprint), stable everywhere."""
-    material = "\x1f".join((run_id, path, str(ordinal), input_fingerprint))
+    """sha256 over (key format, run_id, boundary path, ordinal, input fingerprint), stable
+    everywhere."""
+    material = "\x1f".join((_KEY_FORMAT, run_id, path, str(ordinal), input_fingerprint))
     return text_digest(material)
