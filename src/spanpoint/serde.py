@@ -945,18 +945,25 @@ def _canon_other(value: Any, cls: type, depth: int, seen: tuple[int, ...]) -> An
 
 
 def _comparison_raises(value: Any, cls: type) -> bool:
-    """Whether a class that defines its own equality or hash raises from it: such a value
-    says nothing about which other values it stands for, so it is never a cached input."""
-    eq, hashing = cls.__eq__, cls.__hash__
-    if eq is object.__eq__ and hashing in (object.__hash__, None):
-        return False
+    """Whether a class that defines its own equality or hash in Python raises from it: such
+    a value says nothing about which other values it stands for, so it is never a cached
+    input. (A builtin's own, such as a tuple's hash of a list inside, is not asked.)"""
+    probes = [
+        probe
+        for method, probe in (("__eq__", lambda: value == value), ("__hash__", lambda: hash(value)))
+        if _defined_in_python(_defining_class(cls, method))
+        and getattr(cls, method, None) is not None
+    ]
     try:
-        _ = value == value
-        if hashing is not None:
-            hash(value)
+        for probe in probes:
+            probe()
     except Exception:
         return True
     return False
+
+
+def _defining_class(cls: type, name: str) -> type:
+    return next((klass for klass in cls.__mro__ if name in klass.__dict__), object)
 
 
 #: Readers that name a value rather than read it: a subclass of these is not read by them.
