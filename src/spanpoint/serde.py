@@ -247,6 +247,8 @@ def _target(module: Any, name: Any) -> Any:
 _EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD = 0, 1, 2, 3
 _EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2, _EXT_NUMPY = 4, 5, 6
 _UNPACK = ormsgpack.OPT_NON_STR_KEYS
+#: Bound once: every read of a checkpoint, and the read-back check of every commit, calls it.
+_unpackb = ormsgpack.unpackb
 #: Every msgpack extension header starts with one of these bytes: a payload with none of them
 #: names no type, and is read without the reviver.
 _EXT_HEADER = re.compile(rb"[\xc7-\xc9\xd4-\xd8]")
@@ -284,7 +286,7 @@ class _Reviver:
     def _revive(self, code: int, data: bytes) -> Any:
         # Nested values are rebuilt (through this same allow list) before the one that holds
         # them; the type this payload names is checked before it is imported or called.
-        payload = ormsgpack.unpackb(data, ext_hook=self, option=_UNPACK)
+        payload = _unpackb(data, ext_hook=self, option=_UNPACK)
         if code == _EXT_NUMPY:
             return _numpy_array(payload)
         if code not in _CALL_CODES or not isinstance(payload, _SEQUENCES) or len(payload) < 3:
@@ -347,12 +349,12 @@ def loads(type_tag: str, data: bytes) -> Any:
     if type_tag == "msgpack":
         if _EXT_HEADER.search(data) is None:
             try:
-                return ormsgpack.unpackb(data, option=_UNPACK)
+                return _unpackb(data, option=_UNPACK)
             except Exception as exc:
                 raise CorruptCheckpointError(f"cannot decode a msgpack checkpoint: {exc}") from exc
         reviver = _Reviver()
         try:
-            return ormsgpack.unpackb(data, ext_hook=reviver, option=_UNPACK)
+            return _unpackb(data, ext_hook=reviver, option=_UNPACK)
         except Exception as exc:
             if reviver.error is not None:
                 raise reviver.error from None
