@@ -193,6 +193,7 @@ def _default_table() -> dict[tuple[str, str], Any]:
 #: in place (but for caching an import), so a concurrent reader never sees it half-built.
 _allowed: dict[tuple[str, str], Any] = _default_table()
 _user_types: tuple[type | str, ...] = ()
+_named_by_user: frozenset[tuple[str, str]] = frozenset()
 
 
 def set_allowed_types(types: Iterable[type | str]) -> tuple[type | str, ...]:
@@ -203,20 +204,22 @@ def set_allowed_types(types: Iterable[type | str]) -> tuple[type | str, ...]:
     """
     table = _default_table()
     normalized: list[type | str] = []
+    named: set[tuple[str, str]] = set()
     for entry in types:
         if isinstance(entry, type):
             table[(entry.__module__, entry.__name__)] = entry
         elif isinstance(entry, str) and entry.count(":") == 1 and all(entry.split(":")):
             module, name = entry.split(":")
             table[(module, name)] = None
+            named.add((module, name))
         else:
             raise ValueError(
                 f"allowed_types entries must be classes or 'package.module:Name' strings, "
                 f"not {entry!r}"
             )
         normalized.append(entry)
-    global _allowed, _user_types
-    _allowed, _user_types = table, tuple(normalized)
+    global _allowed, _user_types, _named_by_user
+    _allowed, _user_types, _named_by_user = table, tuple(normalized), frozenset(named)
     return _user_types
 
 
@@ -237,7 +240,11 @@ def _target(module: Any, name: Any) -> Any:
     found = _allowed[key]
     if found is None:
         found = getattr(importlib.import_module(_MOVED.get(module, module)), name)
-        _allowed[key] = found
+        if key not in _named_by_user:
+            # A user's "module:Name" is looked up in its module at every read (a dict lookup
+            # once imported): the class a checkpoint revives is the one loaded now, never
+            # one kept from before its module was loaded again.
+            _allowed[key] = found
     return found
 
 
