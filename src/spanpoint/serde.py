@@ -172,7 +172,7 @@ def _defaultdict(ref: Any, pairs: list[list[Any]]) -> defaultdict[Any, Any]:
     return defaultdict(factory, pairs)
 
 
-#: Allow-list entries that rebuild the shapes _prepare writes (module, name as written).
+#: Allow-list entries that rebuild the shapes _Preparer writes (module, name as written).
 _REVIVERS: dict[tuple[str, str], Any] = {
     ("builtins", "tuple"): tuple,
     ("builtins", "dict"): dict,
@@ -387,8 +387,9 @@ def dumps(value: Any) -> tuple[str, bytes]:
     not read back as an equal value of the same type (then the output is not committed and
     the boundary executes again next time: a replay never returns a different type).
     """
+    prepare = _Preparer()
     try:
-        tag, data = _writer().dumps_typed(_prepare(value, 0))
+        tag, data = _writer().dumps_typed(prepare(value, 0))
     except SerializationError:
         raise
     except Exception as exc:  # ormsgpack raises its own types, and TypeError for cycles
@@ -397,7 +398,7 @@ def dumps(value: Any) -> tuple[str, bytes]:
             "LangChain messages, pydantic models or dataclasses from a boundary, or mark it "
             "replay=False"
         ) from exc
-    problem = _revival_problem(value, tag, data)
+    problem = _revival_problem(value, tag, data) if prepare.opaque else None
     if problem is not None:
         raise SerializationError(
             f"cannot store a {_qualified(type(value))} output exactly: {problem}, so it was "
@@ -419,38 +420,83 @@ def dumps(value: Any) -> tuple[str, bytes]:
 _MAX_OUTPUT_DEPTH = 200
 
 
-def _prepare(value: Any, depth: int) -> Any:
-    cls = type(value)
-    if cls in _PLAIN or cls is bytes:
-        return value
-    if depth > _MAX_OUTPUT_DEPTH:
-        raise SerializationError(
-            f"cannot serialize an output that nests more than {_MAX_OUTPUT_DEPTH} levels deep"
-        )
-    depth += 1
-    if cls is list:
-        return [_prepare(item, depth) for item in value]
-    if cls is dict:
-        if all(type(key) is str for key in value):
-            return {key: _prepare(item, depth) for key, item in value.items()}
-        return _ext(_EXT_ONE_ARG, "builtins", "dict", _prepare_pairs(value, depth))
-    writer = _PREPARERS.get(cls)
-    if writer is not None:
-        return writer(value, depth)
-    if isinstance(value, tuple) and hasattr(cls, "_fields") and hasattr(value, "_asdict"):
-        fields = {k: _prepare(v, depth) for k, v in value._asdict().items()}
-        return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
-    if (
-        dataclasses.is_dataclass(value)
-        and not isinstance(value, type)
-        and not any(hasattr(value, a) for a in ("model_dump", "dict", "get_secret_value"))
-        and not _is_send(value)
-    ):
+class _Preparer:
+    """One output's walk before LangGraph's writer. ``opaque`` says whether a part of it was
+    left to the writer as it is (a model, a message, a date, a subclass, a str that is not
+    valid Unicode…): only then can what reads back differ, so only then is it read back and
+    compared. What this walk writes itself (JSON-like data, the shapes above) is exact."""
+
+    __slots__ = ("opaque",)
+
+    def __init__(self) -> None:
+        self.opaque = False
+
+    def __call__(self, value: Any, depth: int) -> Any:
+        cls = type(value)
+        if cls is str:
+            if not value.isascii() and not _valid_unicode(value):
+                self.opaque = True
+            return value
+        if cls in _PLAIN or cls is bytes:
+            return value
+        if depth > _MAX_OUTPUT_DEPTH:
+            raise SerializationError(
+                f"cannot serialize an output that nests more than {_MAX_OUTPUT_DEPTH} levels deep"
+            )
+        depth += 1
+        if cls is list:
+            return [self(item, depth) for item in value]
+        if cls is dict:
+            if all(type(key) is str for key in value):
+                return {self(key, depth): self(item, depth) for key, item in value.items()}
+            return _ext(_EXT_ONE_ARG, "builtins", "dict", self.pairs(value, depth))
+        writer = _PREPARERS.get(cls)
+        if writer is not None:
+            return writer(self, value, depth)
+        self.opaque = True
+        if isinstance(value, tuple) and hasattr(cls, "_fields") and hasattr(value, "_asdict"):
+            fields = {k: self(v, depth) for k, v in value._asdict().items()}
+            return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
+        if (
+            dataclasses.is_dataclass(value)
+            and not isinstance(value, type)
+            and not any(hasattr(value, a) for a in ("model_dump", "dict", "get_secret_value"))
+            and not _is_send(value)
+        ):
+            fields = {
+                f.name: self(getattr(value, f.name), depth) for f in dataclasses.fields(value)
+            }
+            return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
+        return value  # LangGraph's writer's own (and checked when read back)
+
+    def items(self, value: Any, depth: int) -> list[Any]:
+        return [self(item, depth) for item in value]
+
+    def pairs(self, value: Any, depth: int) -> list[list[Any]]:
+        return [[self(k, depth), self(v, depth)] for k, v in value.items()]
+
+    def datetime(self, value: datetime, depth: int) -> Any:
+        if value.fold == 0 and (value.tzinfo is None or type(value.tzinfo) is timezone):
+            return value  # LangGraph's ISO text says all of it
+        self.opaque = True  # the zone is the writer's
         fields = {
-            f.name: _prepare(getattr(value, f.name), depth) for f in dataclasses.fields(value)
+            name: getattr(value, name)
+            for name in ("year", "month", "day", "hour", "minute", "second", "microsecond", "fold")
         }
-        return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
-    return value  # LangGraph's writer's own (and checked when read back)
+        fields["tzinfo"] = value.tzinfo
+        return _ext(_EXT_KW_ARGS, "datetime", "datetime", fields)
+
+    def defaultdict(self, value: defaultdict[Any, Any], depth: int) -> Any:
+        factory = value.default_factory
+        ref = None if factory is None else [factory.__module__, factory.__qualname__]
+        named = isinstance(factory, type | FunctionType | BuiltinFunctionType)
+        if factory is not None and (not named or "<" in factory.__qualname__):
+            raise SerializationError(
+                f"cannot store a defaultdict whose default_factory is a {type(factory).__name__}"
+            )
+        if ref is not None and tuple(ref) not in _FACTORIES:
+            self.opaque = True  # revived only if the user allows it
+        return _ext(_EXT_POS_ARGS, "collections", "defaultdict", [ref, self.pairs(value, depth)])
 
 
 def _is_send(value: Any) -> bool:
@@ -462,47 +508,15 @@ def _ext(code: int, module: str, name: str, args: Any) -> ormsgpack.Ext:
     return ormsgpack.Ext(code, _writer().dumps_typed([module, name, args])[1])
 
 
-def _prepare_pairs(value: Any, depth: int) -> list[list[Any]]:
-    return [[_prepare(k, depth), _prepare(v, depth)] for k, v in value.items()]
-
-
-def _prepare_datetime(value: datetime, depth: int) -> Any:
-    if value.fold == 0 and (value.tzinfo is None or type(value.tzinfo) is timezone):
-        return value  # LangGraph's ISO text says all of it
-    fields = {
-        name: getattr(value, name)
-        for name in ("year", "month", "day", "hour", "minute", "second", "microsecond", "fold")
-    }
-    fields["tzinfo"] = value.tzinfo
-    return _ext(_EXT_KW_ARGS, "datetime", "datetime", fields)
-
-
-def _prepare_defaultdict(value: defaultdict[Any, Any], depth: int) -> Any:
-    factory = value.default_factory
-    ref = None if factory is None else [factory.__module__, factory.__qualname__]
-    named = isinstance(factory, type | FunctionType | BuiltinFunctionType)
-    if factory is not None and (not named or "<" in factory.__qualname__):
-        raise SerializationError(
-            f"cannot store a defaultdict whose default_factory is a {type(factory).__name__}"
-        )
-    return _ext(_EXT_POS_ARGS, "collections", "defaultdict", [ref, _prepare_pairs(value, depth)])
-
-
-_PREPARERS: dict[type, Callable[[Any, int], Any]] = {
-    tuple: lambda v, d: _ext(_EXT_ONE_ARG, "builtins", "tuple", [_prepare(i, d) for i in v]),
-    set: lambda v, d: _ext(_EXT_ONE_ARG, "builtins", "set", [_prepare(i, d) for i in v]),
-    frozenset: lambda v, d: _ext(
-        _EXT_ONE_ARG, "builtins", "frozenset", [_prepare(i, d) for i in v]
-    ),
-    deque: lambda v, d: _ext(
-        _EXT_POS_ARGS, "collections", "deque", [[_prepare(i, d) for i in v], v.maxlen]
-    ),
-    OrderedDict: lambda v, d: _ext(
-        _EXT_ONE_ARG, "collections", "OrderedDict", _prepare_pairs(v, d)
-    ),
-    Counter: lambda v, d: _ext(_EXT_ONE_ARG, "collections", "Counter", _prepare_pairs(v, d)),
-    defaultdict: _prepare_defaultdict,
-    datetime: _prepare_datetime,
+_PREPARERS: dict[type, Callable[[_Preparer, Any, int], Any]] = {
+    tuple: lambda p, v, d: _ext(_EXT_ONE_ARG, "builtins", "tuple", p.items(v, d)),
+    set: lambda p, v, d: _ext(_EXT_ONE_ARG, "builtins", "set", p.items(v, d)),
+    frozenset: lambda p, v, d: _ext(_EXT_ONE_ARG, "builtins", "frozenset", p.items(v, d)),
+    deque: lambda p, v, d: _ext(_EXT_POS_ARGS, "collections", "deque", [p.items(v, d), v.maxlen]),
+    OrderedDict: lambda p, v, d: _ext(_EXT_ONE_ARG, "collections", "OrderedDict", p.pairs(v, d)),
+    Counter: lambda p, v, d: _ext(_EXT_ONE_ARG, "collections", "Counter", p.pairs(v, d)),
+    defaultdict: _Preparer.defaultdict,
+    datetime: _Preparer.datetime,
 }
 
 
