@@ -34,7 +34,7 @@ from spanpoint.stores import MemoryStore, SqliteStore
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"
-FIXED = {"derandomize": True, "deadline": None}
+FIXED = {"derandomize": True, "deadline": None, "database": None}
 
 
 def key(value: Any) -> str:

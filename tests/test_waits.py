@@ -195,6 +195,7 @@ _runs = itertools.count()
 @settings(
     max_examples=25,
     derandomize=True,
+    database=None,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
