@@ -784,7 +784,7 @@ def _canon_defaultdict(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
 
 
 def _canon_partial(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
-    parts = (value.func, value.args, value.keywords)
+    parts = (value.func, value.args, value.keywords, vars(value))  # vars: attributes set on it
     return {"__partial__": [_canon(part, depth, seen) for part in parts]}
 
 
