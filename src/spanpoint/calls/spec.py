@@ -165,7 +165,7 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
         "model": model_name,
         "provider": provider,
         "messages": len(messages),
-        "tools": [attributes.tool_name(t) for t in call.tools],
+        "tools": [_tool_label(t) for t in call.tools],
         "last_message": capture.message_view(messages[-1]) if messages else None,
     }
     spec.input_view = lambda: call_inputs.model_input_view(
@@ -176,6 +176,18 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
         settings=call.settings,
     )
     return spec
+
+
+def _tool_label(tool: Any) -> str:
+    """A tool definition's name: a ``BaseTool``'s, a provider dict's, or what was bound."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        if isinstance(function, Mapping) and function.get("name"):
+            return str(function["name"])
+        return str(tool.get("name") or tool.get("type") or "tool")
+    return str(tool)
 
 
 def _reply_of(response: Any) -> Any:
