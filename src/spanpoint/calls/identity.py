@@ -647,7 +647,8 @@ def tool_call_fingerprint(
     is in it only where the tool declares it an input; otherwise which call it is comes from
     the task anchor and the ordinal."""
     definition = tool_digest(tool) if isinstance(tool, BaseTool) else None
-    return digest([CALL_KEY_VERSION, name, args, definition, injected or None])
+    # The arguments stay at [1]: an unreadable one is named by that path in the warning.
+    return digest([name, args, definition, injected or None, CALL_KEY_VERSION])
 
 
 def state_identity(value: Any) -> Any:
