@@ -1,10 +1,12 @@
 """What identifies a model call or a tool call: content fingerprints on the hot path.
 
 A model call's fingerprint covers the model's identity and settings, the response format,
-the tool definitions, the system prompt and every message; a tool call's covers the tool
-name and its arguments. Like :func:`spanpoint.serde.fingerprint` they are
-content-only: message ids (assigned by LangChain at run time), usage and response metadata
-are left out, so a replayed run computes the same keys as the original.
+the tool definitions, the system prompt and every field of every message a provider is sent
+(:func:`message_content`); a tool call's covers the tool name, its arguments, its definition
+and the identity of every value injected into it (``spanpoint.calls.spec`` reads those).
+Like :func:`spanpoint.serde.fingerprint` they are content-only: message ids (assigned by
+LangChain at run time), usage and response metadata are left out, so a replayed run computes
+the same keys as the original. :data:`CALL_KEY_VERSION` enters every one.
 
 Ids by position, never by value (issue 15 item 8): tool-call ids are minted by providers and
 by libraries (``uuid4`` in langgraph-supervisor's hand-backs) and differ on every attempt.
