@@ -20,9 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from call_key_cases import build, case_key, key
+from call_key_cases import CAPTURE, build, case_key, key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from langchain.tools import ToolRuntime
+from langchain_core.tools import tool
 
 import spanpoint
 from spanpoint.calls import spec as call_spec
@@ -214,3 +216,59 @@ def test_keys_are_the_same_in_another_process() -> None:
     )
     assert done.stdout.split() == mine
     assert len(set(mine)) > 1
+
+
+# --- tool calls: the injected ToolRuntime -------------------------------------------------
+
+CONTEXT = st.one_of(
+    st.none(), st.dictionaries(st.sampled_from(["user", "tenant", "locale"]), TEXT, max_size=2)
+)
+CONFIGURABLE = st.dictionaries(st.sampled_from(["user_id", "thread_id"]), TEXT, max_size=2)
+VOLATILE = st.fixed_dictionaries(
+    {"checkpoint_ns": TEXT, "checkpoint_id": TEXT, "__pregel_task_id": TEXT}
+)
+
+
+@tool
+def balance(runtime: ToolRuntime) -> str:
+    """The current user's balance."""
+    return str(runtime.context)
+
+
+def runtime_key(
+    context: Any, specs: list[dict[str, Any]], salt: str, configurable: dict[str, Any]
+) -> str:
+    runtime = ToolRuntime(
+        state={"messages": build(specs, salt)},
+        context=context,
+        config={"configurable": configurable, "metadata": {"run": salt}},
+        stream_writer=lambda _chunk: None,
+        tool_call_id="call-1",
+        store=None,
+    )
+    call = call_spec.ToolCall(
+        tool=balance, name="balance", args={}, call_id="call-1", injected={"runtime": runtime}
+    )
+    fingerprint = call_spec.tool_call_spec(call, CAPTURE, replay=True).fingerprint
+    assert fingerprint is not None
+    return fingerprint
+
+
+@PROPERTY
+@given(
+    one=st.tuples(CONTEXT, CONVERSATION, CONFIGURABLE),
+    other=st.tuples(CONTEXT, CONVERSATION, CONFIGURABLE),
+    volatile=VOLATILE,
+)
+def test_a_tool_runtimes_readable_parts_are_its_key_and_nothing_else(
+    one: tuple[Any, ...], other: tuple[Any, ...], volatile: dict[str, Any]
+) -> None:
+    """Same context, conversation and configurable values (other ids, other LangGraph
+    bookkeeping): same key; any of them different: another key."""
+    (context, specs, configurable), (context2, specs2, configurable2) = one, other
+    base = runtime_key(context, specs, "a", configurable)
+    assert runtime_key(context, specs, "b", {**configurable, **volatile}) == base
+    form = call_spec.MODEL_RESPONSE
+    same_state = key(build(specs, "a"), form) == key(build(specs2, "a"), form)
+    equal = context == context2 and configurable == configurable2 and same_state
+    assert (runtime_key(context2, specs2, "a", configurable2) == base) == equal
