@@ -63,7 +63,7 @@ from opentelemetry.util.types import AttributeValue
 from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
-from spanpoint.calls import cost, results, tasks
+from spanpoint.calls import cost, injected, results, tasks
 from spanpoint.calls import spec as call_spec
 from spanpoint.calls.policy import CallCheckpointPolicy, CallMode
 from spanpoint.capture import CapturePolicy
@@ -250,7 +250,7 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             args=args,
             call_id=call_id,
             # The middleware runs before ToolNode injects: read what it will inject.
-            injected=call_spec.injected_from_runtime(request.tool, request.runtime, args, call_id),
+            injected=injected.injected_from_runtime(request.tool, request.runtime, args, call_id),
         )
         built = call_spec.tool_call_spec(call, self.capture, replay=checkpoint)
         if not checkpoint:

@@ -40,7 +40,7 @@ from opentelemetry import trace
 
 from spanpoint import _compat, semconv
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
-from spanpoint.calls import cost, results, tasks
+from spanpoint.calls import cost, injected, results, tasks
 from spanpoint.calls import spec as call_spec
 from spanpoint.config import settings
 from spanpoint.run import current_frame, on_run_end
@@ -209,7 +209,7 @@ def tool_spec(tool: Any, tool_input: Any, call_id: Any) -> BoundarySpec | None:
         args=tool_input,
         call_id=call_id,
         # ToolNode injected the state, store and runtime into the input already.
-        injected=call_spec.injected_from_input(tool, tool_input, call_id),
+        injected=injected.injected_from_input(tool, tool_input, call_id),
     )
     return call_spec.tool_call_spec(call, settings().capture, replay=durable)
 
