@@ -242,3 +242,27 @@ def test_an_injected_value_without_readable_state_executes_with_a_warning(
         mine = [w for w in warnings if "not cacheable" in w]
         assert len(mine) == 1 and "'runtime.context'" in mine[0], warnings
     assert read_effects(effects)["guarded"] == 2
+
+
+@pytest.mark.parametrize("route", ["middleware", "seams"], indirect=True)
+def test_a_call_committed_under_another_key_version_executes_again(
+    route: str, tmp_path: Path, configured: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows keyed by an earlier rule never match: every call of the run executes once more
+    (nothing is replayed from them), and is then replayed under the current rule."""
+    from spanpoint.calls import identity as call_identity
+
+    effects = tmp_path / "effects.txt"
+    agent = agent_for(route, balance_tools(effects)["from_context"])
+    current = call_identity.CALL_KEY_VERSION
+    for version in (current - 1, current, current):
+        monkeypatch.setattr(call_identity, "CALL_KEY_VERSION", version)
+        monkeypatch.setattr(call_identity, "_REQUEST_IDENTITIES", {})  # memoized per version
+        assert ask(route, agent, "versions", "alice")[0] == ["alice: 100"]
+    assert read_effects(effects)["balance"] == 2
+    replayed = [
+        bool(s.attributes.get("spanpoint.replayed"))
+        for s in configured.exporter.get_finished_spans()
+        if s.name.startswith(("chat ", "execute_tool "))
+    ]
+    assert replayed == [False] * 3 + [False] * 3 + [True] * 3
