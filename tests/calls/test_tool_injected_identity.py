@@ -1,6 +1,6 @@
 """A tool call's key covers every value LangChain injects into the tool, on a real
-``create_agent`` agent, through both routes (``CheckpointMiddleware`` and zero-code's seams),
-sync and async.
+``create_agent`` agent, through every route (``CheckpointMiddleware``, ``GraphRunner``'s
+seams, zero-code with either strategy; see :data:`ROUTES`), sync and async.
 
 The cases are generated: every way a tool reads an injected input (``ToolRuntime.context``,
 ``ToolRuntime.state``, ``ToolRuntime.config``'s ``configurable``, ``InjectedState`` whole and
@@ -91,28 +91,28 @@ READS = [
 
 #: middleware: ``CheckpointMiddleware`` in the agent; seams: ``GraphRunner(strategy="calls")``
 #: with no middleware (every tool call through ``BaseTool.run``); zero_code: the
-#: instrumentor and a plain ``agent.invoke`` (the graph call is a boundary too, so only
-#: attempts whose graph input differs reach the tool: the alice and bob case).
-ROUTES = ["middleware", "seams", "zero_code"]
+#: instrumentor and a plain ``agent.invoke``, the default strategy (the tool through the seam;
+#: the graph call is a boundary too, so only attempts whose graph input differs reach the
+#: tool: the alice and bob case); zero_code_calls: the instrumentor with the calls strategy
+#: (it adds the middleware to ``create_agent``).
+ROUTES = ["middleware", "seams", "zero_code", "zero_code_calls"]
+CALL_ROUTES = ["middleware", "seams", "zero_code_calls"]
 
 
 @pytest.fixture
-def instrumented(configured: Any) -> Iterator[None]:
+def route(request: pytest.FixtureRequest, configured: Any) -> Iterator[str]:
+    if not request.param.startswith("zero_code"):
+        yield str(request.param)
+        return
     from spanpoint.instrumentation import SpanpointInstrumentor
 
     instrumentor = SpanpointInstrumentor()
-    instrumentor.instrument(tracer_provider=configured.provider)
+    strategy = "calls" if request.param == "zero_code_calls" else "graph_call"
+    instrumentor.instrument(tracer_provider=configured.provider, strategy=strategy)
     try:
-        yield
+        yield str(request.param)
     finally:
         instrumentor.uninstrument()
-
-
-@pytest.fixture
-def route(request: pytest.FixtureRequest, configured: Any) -> str:
-    if request.param == "zero_code":
-        request.getfixturevalue("instrumented")
-    return str(request.param)
 
 
 def agent_for(route: str, tool_: Any, **kw: Any) -> Any:
@@ -195,7 +195,7 @@ def store_tools(effects: Path) -> list[Callable[..., Any]]:
     return [via_runtime, via_store]
 
 
-@pytest.mark.parametrize("route", ["middleware", "seams"], indirect=True)
+@pytest.mark.parametrize("route", CALL_ROUTES, indirect=True)
 @pytest.mark.parametrize("which", [0, 1], ids=["ToolRuntime.store", "InjectedStore"])
 def test_a_tool_that_reads_a_store_executes_every_time_with_a_warning(
     route: str, which: int, tmp_path: Path
@@ -217,7 +217,7 @@ def test_a_tool_that_reads_a_store_executes_every_time_with_a_warning(
     assert read_effects(effects)["notes"] == 2
 
 
-@pytest.mark.parametrize("route", ["middleware", "seams"], indirect=True)
+@pytest.mark.parametrize("route", CALL_ROUTES, indirect=True)
 def test_an_injected_value_without_readable_state_executes_with_a_warning(
     route: str, tmp_path: Path
 ) -> None:
@@ -244,7 +244,7 @@ def test_an_injected_value_without_readable_state_executes_with_a_warning(
     assert read_effects(effects)["guarded"] == 2
 
 
-@pytest.mark.parametrize("route", ["middleware", "seams"], indirect=True)
+@pytest.mark.parametrize("route", CALL_ROUTES, indirect=True)
 def test_a_call_committed_under_another_key_version_executes_again(
     route: str, tmp_path: Path, configured: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
