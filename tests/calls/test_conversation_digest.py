@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from fakes import ConversationModel
 from spanpoint.calls import identity
-from spanpoint.calls.middleware import model_info
+from spanpoint.calls.attributes import model_info
 
 
 @tool

@@ -12,8 +12,8 @@ from langchain_core.tools import tool
 from fakes import ConversationModel
 from spanpoint.calls import attributes as genai_spans
 from spanpoint.calls import identity as call_identity
+from spanpoint.calls.attributes import model_info
 from spanpoint.calls.identity import model_call_fingerprint, tool_call_fingerprint
-from spanpoint.calls.middleware import model_info
 
 
 @tool

@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanKind
 import spanpoint
 from fakes import ConversationModel
 from spanpoint import semconv
-from spanpoint.calls.middleware import decode_model_response, encode_model_response
+from spanpoint.calls.spec import decode_model_response, encode_model_response
 
 PLAN = [
     [{"name": "lookup_ticket", "args": {"ticket_id": 7}}],

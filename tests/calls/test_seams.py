@@ -140,18 +140,16 @@ def test_the_seams_are_removed_when_the_runner_call_ends(configured: Any, tmp_pa
     ) == originals
 
 
-def test_injected_state_is_not_part_of_a_tool_calls_identity(
-    configured: Any, tmp_path: Path
-) -> None:
-    """The injected state differs between the two attempts (another request id in it); the
-    call's own arguments do not: the second attempt replays the tool."""
+def test_injected_state_is_part_of_a_tool_calls_identity(configured: Any, tmp_path: Path) -> None:
+    """The tool reads the state it is injected: another state is another call (it executes);
+    the same state again replays."""
     effects = tmp_path / "effects.txt"
 
     @tool
     def notify(text: str, state: Annotated[dict[str, Any], InjectedState]) -> str:
         """Notify the customer."""
         count_effect(effects, "notify")
-        return f"notified: {text}"
+        return f"notified {state['noise']}: {text}"
 
     def graph(noise: str) -> Any:
         def node(state: State) -> dict[str, str]:
@@ -163,12 +161,12 @@ def test_injected_state_is_not_part_of_a_tool_calls_identity(
         builder.add_edge(START, "n")
         return builder.compile()
 
-    for noise in ("first", "second"):
+    for noise in ("first", "second", "first"):
         runner = spanpoint.GraphRunner(graph(noise), name="notifier", strategy="calls")
         with spanpoint.run("injected-1"):
             result = runner.invoke({"request": "x"}, thread_id="t-5")
-        assert result.output["sent"] == "notified: refund sent"
-    assert read_effects(effects) == {"notify": 1}
+        assert result.output["sent"] == f"notified {noise}: refund sent"
+    assert read_effects(effects) == {"notify": 2}
 
 
 def test_a_different_input_executes(configured: Any, tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """What identifies a model call or a tool call: content fingerprints on the hot path.
 
 A model call's fingerprint covers the model's identity and settings, the response format,
-the tool definitions, the system prompt and every message; a tool call's covers the tool
-name and its arguments. Like :func:`spanpoint.serde.fingerprint` they are
-content-only: message ids (assigned by LangChain at run time), usage and response metadata
-are left out, so a replayed run computes the same keys as the original.
+the tool definitions, the system prompt and every field of every message a provider is sent
+(:func:`message_content`); a tool call's covers the tool name, its arguments, its definition
+and the identity of every value injected into it (``spanpoint.calls.spec`` reads those).
+Like :func:`spanpoint.serde.fingerprint` they are content-only: message ids (assigned by
+LangChain at run time), usage and response metadata are left out, so a replayed run computes
+the same keys as the original. :data:`CALL_KEY_VERSION` enters every one.
 
 Ids by position, never by value (issue 15 item 8): tool-call ids are minted by providers and
 by libraries (``uuid4`` in langgraph-supervisor's hand-backs) and differ on every attempt.
@@ -143,20 +145,53 @@ def digest(value: Any) -> str:
     return hashlib.sha256(_json(value)).hexdigest()
 
 
+#: The version of every model-call and tool-call fingerprint. A key computed under another
+#: version never matches: a row committed under it executes again, never replays wrongly.
+CALL_KEY_VERSION = 2
+
+
 def message_content(message: BaseMessage) -> list[Any]:
-    """The content of a message (type, text, name, status, tool calls), JSON-ready; no ids."""
+    """Every field of a message a provider is sent, JSON-ready; no ids.
+
+    Type and ``ChatMessage.role``, content (text or parts), name, status,
+    ``additional_kwargs`` (a legacy ``function_call``, provider fields) and tool calls,
+    valid and invalid. Left out: the message id, ``response_metadata``, ``usage_metadata``
+    and a ``ToolMessage``'s ``artifact`` (never sent), and tool-call ids, which the
+    conversation's linkage digest counts by position (see the module docstring).
+    """
     fields = message.__dict__  # direct reads: pydantic's __getattr__ is slow for absent fields
     tool_calls = fields.get("tool_calls") or ()
+    invalid = fields.get("invalid_tool_calls") or ()
     return [
         message.type,
+        fields.get("role"),
         message.content,
         fields.get("name"),
         fields.get("status"),
+        _provider_kwargs(fields.get("additional_kwargs")),
         # Tool-call ids come from the model and differ on every real call: a call is
         # identified by its name and arguments; which result answers which call is the
         # conversation's linkage digest (by position, see the module docstring).
         [[call.get("name"), call.get("args")] for call in tool_calls],
+        [[call.get("name"), call.get("args"), call.get("error")] for call in invalid] or None,
     ]
+
+
+def _provider_kwargs(kwargs: Any) -> Any:
+    """``additional_kwargs`` as a provider is sent them, without the tool-call ids that a
+    provider's raw ``tool_calls`` repeat (counted by position, as the parsed ones)."""
+    if not kwargs:
+        return None
+    calls = kwargs.get("tool_calls") if isinstance(kwargs, Mapping) else None
+    if isinstance(calls, list) and calls:
+        kwargs = {
+            **kwargs,
+            "tool_calls": [
+                {k: v for k, v in call.items() if k != "id"} if isinstance(call, Mapping) else call
+                for call in calls
+            ],
+        }
+    return kwargs
 
 
 # id(message) -> (weak ref to the message, content, tool_calls, digest). The conversation
@@ -214,8 +249,13 @@ def model_call_fingerprint(
     tools: Sequence[BaseTool | dict[str, Any]],
     system_message: BaseMessage | None,
     messages: Sequence[BaseMessage],
+    stored_as: str = "model_response",
 ) -> str:
-    """The fingerprint of one model call (see the module docstring for what it covers)."""
+    """The fingerprint of one model call (see the module docstring for what it covers).
+
+    ``stored_as`` names the form its output is stored in (``spanpoint.calls.spec``): two
+    forms of one call's output are two checkpoints, never one read as the other.
+    """
     # The JSON list [model type, identifying params, LangSmith params, settings, …]: its
     # first three items depend on the model alone and are encoded once per model.
     params, model_part = _MODEL_IDENTITIES.get(
@@ -223,7 +263,9 @@ def model_call_fingerprint(
     )
     if params is not ls_params and params != ls_params:  # params given by another caller
         model_part = _model_identity(model, ls_params)
-    rest = _request_identity(settings, tool_choice, response_format, tools, system_message)
+    rest = _request_identity(
+        stored_as, settings, tool_choice, response_format, tools, system_message
+    )
     header = f"[{model_part},{rest[1:]}"
     if BaseMessage.__setattr__ is not _HOOK[0]:  # the first call, or replaced since
         note_message_edits()
@@ -242,6 +284,7 @@ def model_call_fingerprint_from_scratch(
     tools: Sequence[BaseTool | dict[str, Any]],
     system_message: BaseMessage | None,
     messages: Sequence[BaseMessage],
+    stored_as: str = "model_response",
 ) -> str:
     """:func:`model_call_fingerprint` with every message and the model encoded and hashed
     again (no message memo, no running state): the reference the incremental hashing must
@@ -250,6 +293,8 @@ def model_call_fingerprint_from_scratch(
     digests = [_fresh_digest(m) for m in messages]
     rest = _json_text(
         [
+            CALL_KEY_VERSION,
+            stored_as,
             settings,
             tool_choice,
             _format_identity(response_format),
@@ -517,13 +562,15 @@ def linkage_digest(messages: Sequence[BaseMessage]) -> bytes:
 
 
 def _request_identity(
+    stored_as: str,
     settings: Mapping[str, Any],
     tool_choice: Any,
     response_format: Any,
     tools: Sequence[BaseTool | dict[str, Any]],
     system_message: BaseMessage | None,
 ) -> str:
-    """The JSON list [settings, tool choice, response format, tool digests, system prompt].
+    """The JSON list [key version, stored form, settings, tool choice, response format, tool
+    digests, system prompt].
 
     The same for every model call of an agent: memoized by the tool digests and the system
     prompt's digest when the rest is simple (no settings, no response format).
@@ -532,12 +579,14 @@ def _request_identity(
     key: Any = None
     if not settings and response_format is None and isinstance(tool_choice, str | None):
         system = message_digest(system_message) if system_message is not None else None
-        key = (digests, system, tool_choice, settings is None)
+        key = (stored_as, digests, system, tool_choice, settings is None)
         found = _REQUEST_IDENTITIES.get(key)
         if found is not None:
             return found
     text = _json_text(
         [
+            CALL_KEY_VERSION,
+            stored_as,
             settings,
             tool_choice,
             _format_identity(response_format),
@@ -591,11 +640,39 @@ def _model_identity(model: Any, ls_params: Mapping[str, Any]) -> str:
 _MODEL_IDENTITIES: FieldMemo[tuple[Mapping[str, Any], str]] = FieldMemo()
 
 
-def tool_call_fingerprint(name: str, args: Any, tool: BaseTool | None = None) -> str:
-    """The fingerprint of one tool call: name, arguments and the tool's definition (what the
-    model sees: a changed tool is another call), never its call id (ids differ on every
-    attempt; which call it is comes from the task anchor and the ordinal)."""
-    return digest([name, args, tool_digest(tool) if isinstance(tool, BaseTool) else None])
+def tool_call_fingerprint(
+    name: str, args: Any, tool: BaseTool | None = None, injected: Mapping[str, Any] | None = None
+) -> str:
+    """The fingerprint of one tool call: name, arguments, the tool's definition (what the
+    model sees: a changed tool is another call) and ``injected``, the identity of every
+    value LangChain injects into the tool (``spanpoint.calls.spec`` reads them). The call id
+    is in it only where the tool declares it an input; otherwise which call it is comes from
+    the task anchor and the ordinal."""
+    definition = tool_digest(tool) if isinstance(tool, BaseTool) else None
+    # The arguments stay at [1]: an unreadable one is named by that path in the warning.
+    return digest([name, args, definition, injected or None, CALL_KEY_VERSION])
+
+
+def state_identity(value: Any) -> Any:
+    """A graph state, or a part of it, as identity: each list of messages by its messages'
+    content digests and its linkage digest (no run-time ids, as in a model call), a mapping or
+    list item by item, anything else as it is (:func:`digest` encodes it, or says why not)."""
+    if isinstance(value, BaseMessage):
+        return {"__message__": message_digest(value).hex()}
+    if (
+        isinstance(value, list)
+        and value
+        and isinstance(value[0], BaseMessage)
+        and all(isinstance(m, BaseMessage) for m in value)
+    ):
+        h = hashlib.sha256(b"".join(message_digests(value)))
+        h.update(linkage_digest(value))
+        return {"__messages__": h.hexdigest()}
+    if isinstance(value, dict):
+        return {k: state_identity(v) for k, v in value.items()}
+    if type(value) is list:
+        return [state_identity(v) for v in value]
+    return value
 
 
 _TOOL_DIGESTS: dict[tuple[int, str, str, int], str] = {}

@@ -189,8 +189,3 @@ def model_input_view(
 
 
 _PLACEHOLDER = '{"messages": 0'
-
-
-def tool_input_view(args: Any, capture: CapturePolicy) -> dict[str, Any]:
-    """The input view of one tool call: its arguments, redacted."""
-    return {"args": capture.redact(args)}

@@ -8,13 +8,15 @@ span ends OK and returned instead of calling again when the run is replayed. Out
 each call is only traced. Sync (``invoke``) and async (``ainvoke``) agents get the same
 guarantees.
 
-Identity (never stored, only hashed):
+Identity (never stored, only hashed) is ``spanpoint.calls.spec``'s, shared with the seams:
 
-- a model call: the model's identity and settings, the messages (without the ids LangChain
-  assigns at run time), the tool definitions, the system prompt and the response format;
-- a tool call: the tool name and its arguments, never its call id (a provider mints a new
-  one on every real call); repeated identical calls get ordinals 0, 1, … (per parent and
-  input), so each replays its own recording in order.
+- a model call: the model's identity and settings, every message field a provider is sent
+  (never the ids LangChain assigns at run time), the tool definitions, the system prompt and
+  the response format;
+- a tool call: the tool name, its arguments and every value LangChain injects into it (state,
+  context, call id, ``configurable``); a tool that can read a store is not cacheable. Repeated
+  identical calls get ordinals 0, 1, … (per parent and input), so each replays its own
+  recording in order.
 
 What is stored for humans (``Checkpoint.view``) is structural and redacted: message counts,
 message types and sizes, tool names, tool arguments after the capture policy's redaction.
@@ -52,33 +54,22 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
 )
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
-from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
-from spanpoint.calls import cost, results, tasks
-from spanpoint.calls import identity as call_identity
-from spanpoint.calls import inputs as call_inputs
-from spanpoint.calls.attributes import (
-    describe_model_response,
-    describe_tool_result,
-    model_call_attributes,
-    model_info,
-    tool_call_attributes,
-    tool_name,
-)
+from spanpoint.calls import cost, injected, results, tasks
+from spanpoint.calls import spec as call_spec
 from spanpoint.calls.policy import CallCheckpointPolicy, CallMode
 from spanpoint.capture import CapturePolicy
 from spanpoint.config import settings
-from spanpoint.errors import ConfigurationError, UnfingerprintableInputError
+from spanpoint.errors import ConfigurationError
 from spanpoint.run import current_frame, current_run, on_run_end
-from spanpoint.stores.base import Checkpoint
 
 ToolResult = ToolMessage | Command[Any]
 
@@ -222,209 +213,64 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         mode, run_id = self._mode(self.policy.model_mode())
         if mode == "off":
             return None
-        capture = self.capture
-        provider, model_name, ls_params = model_info(request.model)
-        attrs = model_call_attributes(
-            provider,
-            model_name,
-            ls_params,
-            capture,
-            request.messages,
-            request.system_message,
-            request.tools,
-        )
         # In a run; or, with SPANPOINT_DURABLE=thread, in a task on a thread with a
         # checkpointer (the boundary's scope is then the thread: spanpoint.calls.tasks).
         checkpoint = mode == "checkpoint" and (run_id is not None or tasks.durable_here())
-        if not checkpoint:
-            self._not_replayed(attrs, mode, run_id)
-        # (response, its reply, the reply's cost) as the span's description priced it.
-        priced: list[tuple[Any, AIMessage, cost.CallCost | None]] = []
-
-        def describe(response: Any) -> dict[str, AttributeValue]:
-            replies: list[tuple[AIMessage, cost.CallCost | None]] = []
-            described = describe_model_response(response, model_name, capture, replies)
-            priced.extend((response, ai, found) for ai, found in replies)
-            return described
-
-        spec = BoundarySpec(
-            kind=semconv.KIND_MODEL_CALL,
-            name=model_name,
-            span_name=f"{semconv.OP_CHAT} {model_name}",
-            attributes=attrs,
-            span_kind=SpanKind.CLIENT,
-            replay=checkpoint,
-            describe=describe,
-            encode=encode_model_response,
-            decode=decode_model_response,
-            on_staged=lambda cp: _keep_cost(cp, priced),
+        call = call_spec.ModelCall(
+            model=request.model,
+            messages=request.messages,
+            stored_as=call_spec.MODEL_RESPONSE,
+            system_message=request.system_message,
+            tools=request.tools,
+            settings=request.model_settings,
+            tool_choice=request.tool_choice,
+            response_format=request.response_format,
         )
-        if checkpoint:
-            try:
-                spec.fingerprint = call_identity.model_call_fingerprint(
-                    request.model,
-                    ls_params,
-                    settings=request.model_settings,
-                    tool_choice=request.tool_choice,
-                    response_format=request.response_format,
-                    tools=request.tools,
-                    system_message=request.system_message,
-                    messages=request.messages,
-                )
-            except UnfingerprintableInputError as exc:
-                return _not_cacheable(spec, exc)
-            spec.view = {
-                "operation": semconv.OP_CHAT,
-                "model": model_name,
-                "provider": provider,
-                "messages": len(request.messages),
-                "tools": [tool_name(t) for t in request.tools],
-                "last_message": capture.message_view(request.messages[-1])
-                if request.messages
-                else None,
-            }
-            spec.input_view = lambda: call_inputs.model_input_view(
-                request.messages,
-                capture,
-                system_message=request.system_message,
-                tools=request.tools,
-                settings=request.model_settings,
-            )
-        return spec
+        built = call_spec.model_call_spec(call, self.capture, replay=checkpoint)
+        if not checkpoint:
+            self._not_replayed(built.attributes, mode, run_id)
+        return built
 
     def _tool_spec(
         self, request: ToolCallRequest, writes: list[results.Write]
     ) -> BoundarySpec | None:
-        call = request.tool_call
-        name = str(call.get("name") or "tool")
+        tool_call = request.tool_call
+        name = str(tool_call.get("name") or "tool")
         mode, run_id = self._mode(self.policy.tool_mode(name))
         if mode == "off":
             return None
-        capture = self.capture
-        call_id = call.get("id")
-        args = call.get("args")
-        description = request.tool.description if request.tool is not None else None
-        attrs = tool_call_attributes(name, call_id, description, args, capture)
+        call_id = tool_call.get("id")
+        args = tool_call.get("args")
         # In a run; or, with SPANPOINT_DURABLE=thread, in a task on a thread with a
         # checkpointer (the boundary's scope is then the thread: spanpoint.calls.tasks).
         checkpoint = mode == "checkpoint" and (run_id is not None or tasks.durable_here())
-        if not checkpoint:
-            self._not_replayed(attrs, mode, run_id)
-        spec = BoundarySpec(
-            kind=semconv.KIND_TOOL_CALL,
+        call = call_spec.ToolCall(
+            tool=request.tool,
             name=name,
-            span_name=f"{semconv.OP_EXECUTE_TOOL} {name}",
-            attributes=attrs,
-            replay=checkpoint,
-            describe=lambda result: describe_tool_result(result, capture),
+            args=args,
+            call_id=call_id,
+            # The middleware runs before ToolNode injects: read what it will inject.
+            injected=injected.injected_from_runtime(request.tool, request.runtime, args, call_id),
         )
-        if checkpoint:
-            try:
-                spec.fingerprint = call_identity.tool_call_fingerprint(name, args, request.tool)
-            except UnfingerprintableInputError as exc:
-                return _not_cacheable(spec, exc)
+        built = call_spec.tool_call_spec(call, self.capture, replay=checkpoint)
+        if not checkpoint:
+            self._not_replayed(built.attributes, mode, run_id)
+        if built.replay:
             # The whole result, its input messages by position (spanpoint.calls.results).
             inputs = results.input_messages_of(request.state)
-            spec.encode = lambda output: results.encode_tool_result(
+            built.encode = lambda output: results.encode_tool_result(
                 output, writes, inputs, tool_call_id=call_id
             )
-            spec.decode = lambda stored: results.replay_tool_result(
+            built.decode = lambda stored: results.replay_tool_result(
                 stored,
                 input_messages=inputs,
                 tool_call_id=call_id,
                 config=_tool_config(request),
             )
-            # Redacted once: the view and the input view show the same arguments (as the
-            # call was given them, before the tool ran).
-            redacted = capture.redact(args)
-            spec.view = {
-                "operation": semconv.OP_EXECUTE_TOOL,
-                "tool": name,
-                "call_id": call_id,
-                "args": redacted,
-            }
-            spec.input_view = lambda: {"args": redacted}
-        return spec
-
-
-# --- outputs: serialization --------------------------------------------------------------
+        return built
 
 
 def _tool_config(request: ToolCallRequest) -> dict[str, Any] | None:
     """The per-call config ToolNode invokes the tool with (its runtime's), if any."""
     config = getattr(request.runtime, "config", None)
     return config if isinstance(config, dict) else None
-
-
-def _not_cacheable(spec: BoundarySpec, exc: UnfingerprintableInputError) -> BoundarySpec:
-    """A call whose identity has no readable state executes, uncached, with a warning; it is
-    never keyed by a type name (serde.fingerprint's rule)."""
-    spec.replay = False
-    message = f"{spec.span_name!r} is not cacheable, executing: {exc}"
-    spec.attributes[semconv.WARNINGS] = [message]
-    scope = current_run()
-    if scope is not None:
-        scope.warn(message)
-    return spec
-
-
-def _keep_cost(cp: Checkpoint, priced: list[tuple[Any, AIMessage, cost.CallCost | None]]) -> None:
-    """Keep the cost the span's description computed as the checkpoint's (the run's totals
-    read it: ``cost.scope_cost``), instead of decoding the stored output again to price it.
-
-    Only where the stored form prices the same, field for field (``cost.output_cost`` of the
-    stored output): a ``ModelResponse`` of plain ``AIMessage`` objects and nothing else (the
-    stored walk reads every AIMessage in it and keeps the last, as the description does), no
-    structured response, and str / int usage fields, which LangGraph's serializer stores as
-    they are. Anything else is priced from its stored bytes, as before.
-    """
-    if len(priced) != 1:
-        return
-    response, ai, found = priced[0]
-    if type(response) is not ModelResponse or response.structured_response is not None:
-        return
-    result = response.result
-    if not result or result[-1] is not ai or not _plain_usage(ai):
-        return
-    for message in result:  # a loop, not all(genexpr): this runs for every model call
-        if type(message) is not AIMessage:
-            return
-    cost.remember(cp, found)
-
-
-def _plain_usage(ai: AIMessage) -> bool:
-    """Whether the fields ``cost.message_cost`` reads are plain str and int values."""
-    fields = ai.__dict__
-    meta = fields.get("response_metadata") or {}
-    if not isinstance(meta, dict):
-        return False
-    for key in ("model_name", "model", "model_provider"):
-        value = meta.get(key)
-        if value is not None and type(value) is not str:
-            return False
-    usage = fields.get("usage_metadata") or {}
-    if not isinstance(usage, dict):
-        return False
-    details = usage.get("input_token_details") or {}
-    if not isinstance(details, dict):
-        return False
-    for value in (usage.get("input_tokens"), usage.get("output_tokens"), details.get("cache_read")):
-        if value is not None and type(value) is not int:
-            return False
-    return True
-
-
-def encode_model_response(response: Any) -> Any:
-    """A ``ModelResponse`` as plain data LangGraph's serializer round-trips."""
-    if isinstance(response, ModelResponse):
-        return {"result": response.result, "structured_response": response.structured_response}
-    return {"value": response}
-
-
-def decode_model_response(data: Any) -> Any:
-    """The ``ModelResponse`` that :func:`encode_model_response` encoded."""
-    if isinstance(data, dict) and "result" in data:
-        return ModelResponse(
-            result=list(data["result"]), structured_response=data.get("structured_response")
-        )
-    return data["value"]

@@ -21,12 +21,11 @@ boundary around this very call), or, outside a durable scope, when the current s
 spanpoint's span of the same operation. A sub-agent's calls run in other tasks and get
 their own.
 
-What is stored: for a model call, the generated messages with their ``generation_info`` and
-the ``llm_output`` (never the ``ChatResult`` object: its ``message`` field is typed
-``BaseMessage`` and a serializer round trip drops an ``AIMessage``'s tool calls); for a tool
-call, its whole result (``spanpoint.calls.results``): what ``run`` returned (a
-``ToolMessage``, a ``Command``, a value) and the channel writes it made, with its input
-messages and call ids by position, re-bound to the current run's on replay.
+What is keyed and stored is ``spanpoint.calls.spec``'s, shared with ``CheckpointMiddleware``:
+for a model call, the ``ChatResult``'s generated messages with their ``generation_info`` and
+the ``llm_output``; for a tool call, its whole result (``spanpoint.calls.results``): what
+``run`` returned (a ``ToolMessage``, a ``Command``, a value) and the channel writes it made,
+with its input messages and call ids by position, re-bound to the current run's on replay.
 """
 
 from __future__ import annotations
@@ -38,20 +37,13 @@ from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 
 from spanpoint import _compat, semconv
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
-from spanpoint.calls import cost, results, tasks
-from spanpoint.calls import identity as call_identity
-from spanpoint.calls import inputs as call_inputs
+from spanpoint.calls import cost, injected, results, tasks
+from spanpoint.calls import spec as call_spec
 from spanpoint.config import settings
-from spanpoint.errors import UnfingerprintableInputError
-from spanpoint.run import current_frame, current_run, on_run_end
-
-# Distinguishes this seam's model-call fingerprints from CheckpointMiddleware's: the two
-# store different encodings (ChatResult parts vs ModelResponse), so they never share a key.
-_MODEL_SEAM = "chat_result"
+from spanpoint.run import current_frame, on_run_end
 
 # Every run that makes model calls through the seams ends with its cost totals on its span.
 on_run_end(cost.set_run_totals)
@@ -167,87 +159,15 @@ def model_spec(
     durable = _wanted()
     if durable is None or _covered(semconv.KIND_MODEL_CALL, semconv.OP_CHAT):
         return None
-    # For import time: the GenAI attributes load langchain.agents, paid by the first call.
-    from spanpoint.calls import attributes
-
-    capture = settings().capture
-    provider, model_name, ls_params = attributes.model_info(model)
-    attrs = attributes.model_call_attributes(provider, model_name, ls_params, capture, messages)
-    spec = BoundarySpec(
-        kind=semconv.KIND_MODEL_CALL,
-        name=model_name,
-        span_name=f"{semconv.OP_CHAT} {model_name}",
-        attributes=attrs,
-        span_kind=SpanKind.CLIENT,
-        replay=durable,
-        describe=lambda result: attributes.describe_model_response(
-            _first_message(result), model_name, capture
-        ),
-        encode=encode_chat_result,
-        decode=decode_chat_result,
-    )
-    if not durable:
-        return spec
-    call_settings = {"seam": _MODEL_SEAM, "stop": stop, **kwargs}
-    try:
-        spec.fingerprint = call_identity.model_call_fingerprint(
-            model,
-            ls_params,
-            settings=call_settings,
-            tool_choice=None,
-            response_format=None,
-            tools=(),
-            system_message=None,
-            messages=messages,
-        )
-    except UnfingerprintableInputError as exc:
-        return _not_cacheable(spec, exc)
-    spec.view = {
-        "operation": semconv.OP_CHAT,
-        "model": model_name,
-        "provider": provider,
-        "messages": len(messages),
-        "last_message": capture.message_view(messages[-1]) if messages else None,
-    }
-    spec.input_view = lambda: call_inputs.model_input_view(
-        messages,
-        capture,
+    # The provider gets the bound tools and every other keyword argument as they are.
+    call = call_spec.ModelCall(
+        model=model,
+        messages=messages,
+        stored_as=call_spec.CHAT_RESULT,
         tools=kwargs.get("tools") or (),
         settings={"stop": stop, **{k: v for k, v in kwargs.items() if k != "tools"}},
     )
-    return spec
-
-
-def _first_message(result: Any) -> Any:
-    generations = getattr(result, "generations", None)
-    return generations[0].message if generations else result
-
-
-def encode_chat_result(result: Any) -> Any:
-    """A ``ChatResult`` as its messages, generation infos and ``llm_output``."""
-    from langchain_core.outputs import ChatResult
-
-    if not isinstance(result, ChatResult):
-        return {"value": result}
-    return {
-        "generations": [[g.message, g.generation_info] for g in result.generations],
-        "llm_output": result.llm_output,
-    }
-
-
-def decode_chat_result(data: Any) -> Any:
-    """The ``ChatResult`` that :func:`encode_chat_result` encoded."""
-    from langchain_core.outputs import ChatGeneration, ChatResult
-
-    if "generations" not in data:
-        return data["value"]
-    return ChatResult(
-        generations=[
-            ChatGeneration(message=message, generation_info=info)
-            for message, info in data["generations"]
-        ],
-        llm_output=data.get("llm_output"),
-    )
+    return call_spec.model_call_spec(call, settings().capture, replay=durable)
 
 
 def _model_seam(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -283,41 +203,15 @@ def tool_spec(tool: Any, tool_input: Any, call_id: Any) -> BoundarySpec | None:
     name = str(getattr(tool, "name", None) or type(tool).__name__)
     if durable is None or _covered(semconv.KIND_TOOL_CALL, semconv.OP_EXECUTE_TOOL, name):
         return None
-    # For import time: the GenAI attributes load langchain.agents, paid by the first call.
-    from spanpoint.calls import attributes
-
-    capture = settings().capture
-    args = tool_input
-    if isinstance(tool_input, Mapping):
-        # Injected state, store, runtime and call id are LangGraph's, not the call's input.
-        injected = _compat.injected_arg_keys(tool)
-        args = {k: v for k, v in tool_input.items() if k not in injected}
-    description = getattr(tool, "description", None)
-    spec = BoundarySpec(
-        kind=semconv.KIND_TOOL_CALL,
+    call = call_spec.ToolCall(
+        tool=tool,
         name=name,
-        span_name=f"{semconv.OP_EXECUTE_TOOL} {name}",
-        attributes=attributes.tool_call_attributes(
-            name, call_id, description if isinstance(description, str) else None, args, capture
-        ),
-        replay=durable,
-        describe=lambda result: attributes.describe_tool_result(result, capture),
+        args=tool_input,
+        call_id=call_id,
+        # ToolNode injected the state, store and runtime into the input already.
+        injected=injected.injected_from_input(tool, tool_input, call_id),
     )
-    if not durable:
-        return spec
-    try:
-        spec.fingerprint = call_identity.tool_call_fingerprint(name, args, tool)
-    except UnfingerprintableInputError as exc:
-        return _not_cacheable(spec, exc)
-    redacted = capture.redact(args)  # once, for the view and the input view alike
-    spec.view = {
-        "operation": semconv.OP_EXECUTE_TOOL,
-        "tool": name,
-        "call_id": call_id,
-        "args": redacted,
-    }
-    spec.input_view = lambda: {"args": redacted}
-    return spec
+    return call_spec.tool_call_spec(call, settings().capture, replay=durable)
 
 
 def _whole_result(spec: BoundarySpec, tool_input: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -364,14 +258,3 @@ def _atool_seam(original: Callable[..., Any]) -> Callable[..., Any]:
         return await aspan_call(spec, original, self, tool_input, *args, **kwargs)
 
     return arun
-
-
-def _not_cacheable(spec: BoundarySpec, exc: UnfingerprintableInputError) -> BoundarySpec:
-    """A call whose identity cannot be read executes every time, with a warning."""
-    spec.replay = False
-    message = f"{spec.span_name!r} is not cacheable, executing: {exc}"
-    spec.attributes[semconv.WARNINGS] = [message]
-    scope = current_run()
-    if scope is not None:
-        scope.warn(message)
-    return spec
