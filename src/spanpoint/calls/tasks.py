@@ -43,7 +43,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -263,9 +263,7 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         # Anchor R: no checkpointer, or one that a rerun does not find again (an in-process
         # saver starts empty in a new process, or a new saver object on a new thread).
         metadata = config.get("metadata") or {}
-        anchor = "|".join(
-            (_logical(ns), *conf.get(POSITION_KEY, ()), _position(metadata))
-        )
+        anchor = "|".join((_logical(ns), *conf.get(POSITION_KEY, ()), _position(metadata)))
         execution = _execution(scope, enclosing, anchor, ns)
         identity = _h("R", enclosing.anchor, anchor, execution)
     # The path names boundaries for people; the task is in the key, not in the path.
@@ -306,10 +304,8 @@ def _release_with_task(conf: dict[str, Any], token: int, runtime: Any) -> None:
     take no weak reference; without a writer the entry waits for its run or the cap."""
     writer = conf.get(_compat.CONFIG_KEY_SEND)
     if writer is not None:
-        try:
+        with suppress(TypeError):  # not weakly referenceable
             weakref.finalize(writer, _forget_task, token, runtime)
-        except TypeError:  # not weakly referenceable
-            pass
 
 
 # --- the position of a subgraph's tasks ---------------------------------------------------

@@ -86,9 +86,7 @@ async def astream_graph(
                 config, kw, durable = call.stream_setup(span, req, kwargs)
                 plan = rerun.START
                 if durable is not None:
-                    plan = await rerun.Planner(
-                        call.graph, req.state_config(), *durable, kw
-                    ).aplan()
+                    plan = await rerun.Planner(call.graph, req.state_config(), *durable, kw).aplan()
                 chunks = _aplanned(call, req, config, kw, plan, span)
         except BaseException as exc:
             _end_stopped(call, span, recorder, req, started, exc)
@@ -151,8 +149,8 @@ def _aplanned(
 
 def replayed_chunks(graph: Any, snapshot: Any, kwargs: dict[str, Any]) -> list[Any]:
     """What a ``values`` stream of a call that ended at ``snapshot`` yielded last: the
-    output values, then its interrupts; shaped as LangGraph shapes them for the modes
-    and ``subgraphs=`` asked. Any other mode: :class:`StreamReplayError`."""
+    output values (with ``__interrupt__`` when it paused), shaped as LangGraph shapes them
+    for the modes and ``subgraphs=`` asked. Any other mode: :class:`StreamReplayError`."""
     modes = kwargs.get("stream_mode") or getattr(graph, "stream_mode", None) or "values"
     asked = [modes] if isinstance(modes, str) else list(modes)
     others = [m for m in asked if m != "values"]
@@ -165,11 +163,9 @@ def replayed_chunks(graph: Any, snapshot: Any, kwargs: dict[str, Any]) -> list[A
             "Stream the rerun with stream_mode='values', or read it with invoke()"
         )
     values = rerun.snapshot_output(graph, snapshot)
-    interrupts = None
-    if isinstance(values, dict) and "__interrupt__" in values:
-        values = dict(values)
-        interrupts = {"__interrupt__": tuple(values.pop("__interrupt__"))}
-    chunks = [values] if interrupts is None else [values, interrupts]
+    if isinstance(values, dict) and "__interrupt__" in values:  # as LangGraph streams it
+        values = {**values, "__interrupt__": tuple(values["__interrupt__"])}
+    chunks = [values]
     if not isinstance(modes, str):
         chunks = [("values", chunk) for chunk in chunks]
     if kwargs.get("subgraphs"):

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Run spanpoint's graph tests against one langgraph version (default: the lowest that
+# pyproject.toml allows) in a throwaway virtualenv, beside the newest one in .venv.
+#
+#   bash scripts/oldest_langgraph.sh [VERSION] [pytest args...]
+#
+# The virtualenv lives under ${SPANPOINT_CACHE:-~/.cache/spanpoint}/langgraph-VERSION and is
+# reused; spanpoint itself comes from src/ (PYTHONPATH), never installed there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+FLOOR="$(sed -n 's/^ *"langgraph>=\([0-9.]*\)",.*/\1/p' "$ROOT/pyproject.toml" | head -1)"
+VERSION="${1:-$FLOOR}"
+[ $# -gt 0 ] && shift
+CACHE="${SPANPOINT_CACHE:-$HOME/.cache/spanpoint}"
+VENV="$CACHE/langgraph-$VERSION"
+PY="${PYTHON:-python3.11}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+  # spanpoint's dependencies with langgraph pinned; pip picks what fits beside it.
+  deps="$("$VENV/bin/python" - "$ROOT/pyproject.toml" <<'PYEOF'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(d for d in project["dependencies"] if not d.startswith("langgraph>")))
+PYEOF
+)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # shellcheck disable=SC2086
+  "$VENV/bin/python" -m pip install -q "langgraph==$VERSION" $deps \
+    "pytest>=8" "pytest-asyncio>=0.23" "aiosqlite" "hypothesis"
+fi
+echo "langgraph $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("langgraph"))')" >&2
+cd "$ROOT"
+PYTHONPATH="$ROOT/src" exec "$VENV/bin/python" -m pytest tests/graph -q -p no:cacheprovider "$@"
