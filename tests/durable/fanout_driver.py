@@ -1,8 +1,8 @@
 """Subprocess driver of the fan-out crash tests: one attempt of one research fan-out.
 
 ``python fanout_driver.py SHAPE FOLDER RUN_ID [--saver none|memory|sqlite] [--async]
-[--call invoke|stream] [--stream-mode MODE]`` runs one attempt inside ``spanpoint.run(RUN_ID)``
-and prints one JSON line (the last line of stdout).
+[--call invoke|stream] [--stream-mode MODE[,MODE]] [--subgraphs]`` runs one attempt inside
+``spanpoint.run(RUN_ID)`` and prints one JSON line (the last line of stdout).
 
 The graph: three research branches (topics ``a``, ``b``, ``c``), each a compiled subgraph
 that makes two model calls and one tool call (``plan``, ``search``, ``write``). ``send``
@@ -251,6 +251,7 @@ def main() -> None:
     parser.add_argument("--async", dest="use_async", action="store_true")
     parser.add_argument("--call", default="invoke", choices=["invoke", "stream"])
     parser.add_argument("--stream-mode", default="updates")
+    parser.add_argument("--subgraphs", action="store_true", help="stream with subgraphs=True")
     args = parser.parse_args()
 
     import spanpoint
@@ -261,26 +262,31 @@ def main() -> None:
     config = {"configurable": {"thread_id": THREAD}}
     modes = args.stream_mode.split(",")
     mode: Any = modes[0] if len(modes) == 1 else modes
+    streaming = {"stream_mode": mode, "subgraphs": args.subgraphs}
 
     async def arun() -> dict[str, Any]:
         saver = await async_saver(args.saver, args.folder)
+        try:
+            return await arun_with(saver)
+        finally:
+            if hasattr(saver, "conn"):
+                await saver.conn.close()  # aiosqlite's thread would keep the process alive
+
+    async def arun_with(saver: Any) -> dict[str, Any]:
         graph = app(args.shape, True, saver)
         runner = spanpoint.GraphRunner(graph, name="research", strategy="calls")
+        chunks = 0
+        result = None
         with spanpoint.run(args.run_id) as run:
             if args.call == "invoke":
                 result = await runner.ainvoke(QUESTION, config)
-                chunks = 0
             else:
-                chunks = 0
-                async for _ in runner.astream(QUESTION, config, stream_mode=mode):
+                async for _ in runner.astream(QUESTION, config, **streaming):
                     chunks += 1
-                result = None
         if result is not None:
             values = result.output
         else:
             values = (await graph.aget_state(config)).values if saver is not None else {}
-        if hasattr(saver, "conn"):
-            await saver.conn.close()  # aiosqlite's thread would keep the process alive
         return {"values": values, "chunks": chunks, "attempt": run.attempt}
 
     def srun() -> dict[str, Any]:
@@ -293,7 +299,7 @@ def main() -> None:
             if args.call == "invoke":
                 result = runner.invoke(QUESTION, config)
             else:
-                for _ in runner.stream(QUESTION, config, stream_mode=mode):
+                for _ in runner.stream(QUESTION, config, **streaming):
                     chunks += 1
         if result is not None:
             values = result.output

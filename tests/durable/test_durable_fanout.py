@@ -95,11 +95,13 @@ def test_a_killed_fan_out_pays_each_call_once(
 def test_a_killed_stream_submits_its_input_once_and_pays_each_call_once(
     tmp_path: Path, mode: str, form: str
 ) -> None:
-    options = ["--saver", "sqlite", "--call", "stream", "--stream-mode", mode]
+    # The calls run in the subgraph: their messages and custom chunks reach the stream with
+    # subgraphs=True (LangGraph's rule), and so does every mode's subgraph progress.
+    options = ["--saver", "sqlite", "--call", "stream", "--stream-mode", mode, "--subgraphs"]
     options += ["--async"] if form == "async" else []
     first, second, third = _run(tmp_path, "send", "mid-branch", options)
     _check_paid_once("mid-branch", first, second)
-    assert second.out["chunks"] > 0
+    assert second.out["chunks"] > 0  # the continued stream streams what it runs
     # The completed run streams again only what it can give without running: its values.
     assert third.executed() == Counter()
     if mode == "values":
