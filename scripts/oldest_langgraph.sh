@@ -14,20 +14,25 @@ VERSION="${1:-$FLOOR}"
 CACHE="${SPANPOINT_CACHE:-$HOME/.cache/spanpoint}"
 VENV="$CACHE/langgraph-$VERSION"
 PY="${PYTHON:-python3.11}"
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
+if [ ! -f "$VENV/.installed" ]; then
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   # spanpoint's dependencies with langgraph pinned; pip picks what fits beside it.
   deps="$("$VENV/bin/python" - "$ROOT/pyproject.toml" <<'PYEOF'
 import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-print("\n".join(d for d in project["dependencies"] if not d.startswith("langgraph>")))
+runtime = [d for d in project["dependencies"] if not d.startswith("langgraph>")]
+# The test tools and the real upstream agents tests/graph builds (not the linters, dashboards).
+wanted = ("pytest", "hypothesis", "deepagents", "langgraph-supervisor", "langgraph-swarm")
+dev = [d for d in project["optional-dependencies"]["dev"] if d.startswith(wanted)]
+print("\n".join(runtime + dev))
 PYEOF
 )"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # shellcheck disable=SC2086
-  "$VENV/bin/python" -m pip install -q "langgraph==$VERSION" $deps \
-    "pytest>=8" "pytest-asyncio>=0.23" "aiosqlite" "hypothesis"
+  "$VENV/bin/python" -m pip install -q "langgraph==$VERSION" $deps aiosqlite
+  touch "$VENV/.installed"
 fi
 echo "langgraph $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("langgraph"))')" >&2
 cd "$ROOT"
+# Extra arguments go to pytest (more paths, -x, -k …).
 PYTHONPATH="$ROOT/src" exec "$VENV/bin/python" -m pytest tests/graph -q -p no:cacheprovider "$@"

@@ -44,10 +44,12 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Send
 from opentelemetry.sdk.trace import TracerProvider
 
+from spanpoint.graph.types import StreamReplayError
+
 KILL_ENV = "FANOUT_KILL"
 STORE_ENV = "FANOUT_STORE"
 TOPICS = ("a", "b", "c")
-DELAY = {"a": 0.3, "b": 0.15, "c": 0.0}
+DELAY = {"a": 0.12, "b": 0.06, "c": 0.0}
 THREAD = "fanout-thread"
 
 
@@ -252,6 +254,12 @@ def main() -> None:
     parser.add_argument("--call", default="invoke", choices=["invoke", "stream"])
     parser.add_argument("--stream-mode", default="updates")
     parser.add_argument("--subgraphs", action="store_true", help="stream with subgraphs=True")
+    parser.add_argument(
+        "--rerun-log",
+        type=Path,
+        default=None,
+        help="then rerun the completed run (new graph, new saver), logging to this file",
+    )
     args = parser.parse_args()
 
     import spanpoint
@@ -307,10 +315,21 @@ def main() -> None:
             values = graph.get_state(config).values if saver is not None else {}
         return {"values": values, "chunks": chunks, "attempt": run.attempt}
 
-    done = asyncio.run(arun()) if args.use_async else srun()
-    out = {**describe(done["values"]), "chunks": done["chunks"], "attempt": done["attempt"]}
-    print(json.dumps(out))
-    sys.stdout.flush()
+    def attempt() -> None:
+        """One attempt, reported as one JSON line (a stream that cannot replay: its error)."""
+        try:
+            done = asyncio.run(arun()) if args.use_async else srun()
+        except StreamReplayError as exc:
+            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        else:
+            out = {**describe(done["values"]), "chunks": done["chunks"]}
+            print(json.dumps({**out, "attempt": done["attempt"]}))
+        sys.stdout.flush()
+
+    attempt()
+    if args.rerun_log is not None:  # the next attempt, in this process: saves a start-up
+        os.environ[LOG_ENV] = str(args.rerun_log)
+        attempt()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Three branches (``a``, ``b``, ``c``) of a compiled research subgraph, each with 
 and one tool call, reached through ``Send`` (parallel branches) or from a supervisor node
 (``asyncio.gather`` under async). Each case runs in real subprocesses (fanout_driver.py): the
 first attempt is SIGKILLed at a call that waits until a known set of calls is committed
-(after two branches, or in the middle of the third), the second completes the run, the third
-reruns the completed run. Executions are counted in a file under a lock.
+(after two branches, or in the middle of the third); a second process completes the run, then
+reruns the completed run with a new graph and saver. Executions are counted in a file under
+a lock.
 
 Rule checked on every case: the rerun executes exactly the calls the killed attempt had not
 completed, each once; the rerun of the completed run executes nothing; the reports are each
@@ -16,10 +17,13 @@ run again); the question is submitted once.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from durable_fakes import labels
 from durable_support import Attempt, attempt
 
 DRIVER = Path(__file__).resolve().parent / "fanout_driver.py"
@@ -43,26 +47,35 @@ def _completed(kill: str) -> Counter[str]:
     return Counter(done)
 
 
-def _run(
-    tmp_path: Path, shape: str, kill: str, options: list[str]
-) -> tuple[Attempt, Attempt, Attempt]:
+def _run(tmp_path: Path, shape: str, kill: str, options: list[str]) -> tuple[Attempt, Attempt]:
+    """The killed attempt, then one process that reruns it and reruns the completed run
+    (a new graph and saver for each attempt; its second log is ``executions-3.jsonl``)."""
     stop, commits = KILLS[kill]
     go = [shape, tmp_path, "fanout-run"]
     first = attempt(*go, 1, *options, env={"FANOUT_KILL": f"{stop}@{commits}"}, script=DRIVER)
     assert first.killed, first.stderr[-3000:]
-    second = attempt(*go, 2, *options, script=DRIVER)
-    third = attempt(*go, 3, *options, script=DRIVER)
-    return first, second, third
+    again = ["--rerun-log", str(tmp_path / "executions-3.jsonl")]
+    second = attempt(*go, 2, *options, *again, script=DRIVER)
+    return first, second
 
 
-def _check_paid_once(kill: str, first: Attempt, second: Attempt) -> None:
+def _outs(done: Attempt) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The rerun's result and the completed run's rerun's (the driver's two JSON lines)."""
+    done.out  # noqa: B018 - asserts the process ended well, with its stderr otherwise
+    lines = done.stdout.strip().splitlines()
+    return json.loads(lines[-2]), json.loads(lines[-1])
+
+
+def _check_paid_once(kill: str, first: Attempt, second: Attempt) -> dict[str, Any]:
     completed = _completed(kill)
     assert first.executed() == completed
     missing = Counter(c for c in CALLS if c not in completed)
     assert second.executed() == missing  # nothing completed runs again, the rest runs once
-    out = second.out
+    out, completed_rerun = _outs(second)
     assert out["reports"] == REPORTS
-    assert out["questions"] == ["research a b c"]
+    assert out["questions"] == ["research a b c"]  # the input was submitted once
+    assert labels(second.log.with_name("executions-3.jsonl")) == Counter()  # nothing at all
+    return completed_rerun
 
 
 CASES = [
@@ -84,10 +97,9 @@ def test_a_killed_fan_out_pays_each_call_once(
     tmp_path: Path, shape: str, saver: str, form: str, kill: str
 ) -> None:
     options = ["--saver", saver] + (["--async"] if form == "async" else [])
-    first, second, third = _run(tmp_path, shape, kill, options)
-    _check_paid_once(kill, first, second)
-    assert third.executed() == Counter()  # the completed run: nothing executes
-    assert third.out["reports"] == REPORTS
+    first, second = _run(tmp_path, shape, kill, options)
+    completed_rerun = _check_paid_once(kill, first, second)
+    assert completed_rerun["reports"] == REPORTS
 
 
 @pytest.mark.parametrize("form", ["sync", "async"])
@@ -99,15 +111,13 @@ def test_a_killed_stream_submits_its_input_once_and_pays_each_call_once(
     # subgraphs=True (LangGraph's rule), and so does every mode's subgraph progress.
     options = ["--saver", "sqlite", "--call", "stream", "--stream-mode", mode, "--subgraphs"]
     options += ["--async"] if form == "async" else []
-    first, second, third = _run(tmp_path, "send", "mid-branch", options)
-    _check_paid_once("mid-branch", first, second)
-    assert second.out["chunks"] > 0  # the continued stream streams what it runs
+    first, second = _run(tmp_path, "send", "mid-branch", options)
+    completed_rerun = _check_paid_once("mid-branch", first, second)
+    assert _outs(second)[0]["chunks"] > 0  # the continued stream streams what it runs
     # The completed run streams again only what it can give without running: its values.
-    assert third.executed() == Counter()
     if mode == "values":
-        assert third.out["reports"] == REPORTS
-        assert third.out["chunks"] == 1
+        assert completed_rerun["reports"] == REPORTS
+        assert completed_rerun["chunks"] == 1
     else:
-        assert third.returncode != 0
-        assert "StreamReplayError" in third.stderr
-        assert f"not as ['{mode}']" in third.stderr
+        assert completed_rerun["error"] == "StreamReplayError"
+        assert f"not as ['{mode}']" in completed_rerun["message"]
