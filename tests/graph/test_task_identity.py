@@ -1,10 +1,11 @@
 """Task identity by position (docs/design-notes.md, "Task identity"), in one process.
 
 Generated with hypothesis: ``Send`` × N branches into a compiled subgraph nested ``depth``
-levels deep, with no checkpointer, run inside a run and then rerun. The order in which the
-branches reach each step is set per attempt (each branch's real calls take their own time;
-replayed ones take none), so whichever order the branches open their boundaries in, the rerun
-replays every call (nothing executes again) and each branch gets its own results back.
+levels deep, with no checkpointer, run inside a run and then rerun, through a ``GraphRunner``
+or the zero-code instrumentor. The order in which the branches reach each step is set per
+attempt (each branch's real calls take their own time; replayed ones take none), so whichever
+order the branches open their boundaries in, the rerun replays every call (nothing executes
+again) and each branch gets its own results back.
 Also: task frames leave with their task under ``SPANPOINT_DURABLE=thread`` (bounded memory).
 """
 
@@ -30,6 +31,7 @@ from langgraph.types import Send
 import spanpoint
 from spanpoint.calls import seams, tasks
 from spanpoint.graph import DurabilityPolicy, GraphRunner
+from spanpoint.instrumentation import SpanpointInstrumentor
 
 QUIET = DurabilityPolicy(warn_in_process=False)
 
@@ -117,10 +119,24 @@ def fan_out(model: Model, depth: int) -> Any:
     order=st.permutations(["a", "b", "c"]),
     width=st.integers(min_value=2, max_value=3),
     depth=st.integers(min_value=1, max_value=3),
+    surface=st.sampled_from(["runner", "zero-code"]),
 )
 def test_send_branches_replay_by_position_whatever_order_they_run_in(
-    configured_sqlite: Any, order: list[str], width: int, depth: int
+    configured_sqlite: Any, order: list[str], width: int, depth: int, surface: str
 ) -> None:
+    if surface == "runner":
+        _fan_out_twice(order, width, depth, None)
+        return
+    instrumentor = SpanpointInstrumentor()
+    instrumentor.instrument(tracer_provider=configured_sqlite.provider, strategy="calls")
+    try:
+        _fan_out_twice(order, width, depth, instrumentor)
+    finally:
+        instrumentor.uninstrument()
+
+
+def _fan_out_twice(order: list[str], width: int, depth: int, instrumentor: Any) -> None:
+    """Run the fan-out, then rerun it: every call replays, each branch gets its own."""
     executions = Executions()
     branches = ["a", "b", "c"][:width]
     # Attempt 1: the first branch of ``order`` is the slowest, so branches reach each step
@@ -128,17 +144,24 @@ def test_send_branches_replay_by_position_whatever_order_they_run_in(
     executions.pace = {b: 0.02 * (len(order) - i) for i, b in enumerate(order)}
     graph = fan_out(Model(executions=executions), depth)
     runner = GraphRunner(graph, name="fan", strategy="calls", durability=QUIET)
-    run_id = f"fan-{''.join(order)}-{width}-{depth}"
+    run_id = f"fan-{''.join(order)}-{width}-{depth}-{instrumentor is None}"
+    question = {"branches": branches, "replies": []}
+
+    def call() -> Any:
+        if instrumentor is None:
+            return runner.invoke(question, thread_id="t").output
+        return graph.invoke(question, {"configurable": {"thread_id": "t"}})
+
     with spanpoint.run(run_id):
-        first = runner.invoke({"branches": branches, "replies": []}, thread_id="t")
+        first = call()
     assert sorted(executions.calls) == sorted(f"{b}:{t}" for b in branches for t in (0, 1))
     executions.calls.clear()
     with spanpoint.run(run_id):
-        again = runner.invoke({"branches": branches, "replies": []}, thread_id="t")
+        again = call()
     assert executions.calls == []
     expected = sorted(f"{b} turn {t}" for b in branches for t in (0, 1))
-    assert sorted(first.output["replies"]) == expected
-    assert sorted(again.output["replies"]) == expected
+    assert sorted(first["replies"]) == expected
+    assert sorted(again["replies"]) == expected
 
 
 def test_task_frames_leave_with_their_task_under_thread_durability(configured_sqlite: Any) -> None:

@@ -1,4 +1,4 @@
-"""Call identity anchored on LangGraph's own task identity (issue 15, build item 2).
+"""Call identity anchored on LangGraph's own task identity.
 
 LangGraph executes a task again after ``interrupt()`` (the resume), on a ``RetryPolicy`` retry
 and on a crash resumed from its checkpointer; each time it runs the node from its first line.
@@ -22,15 +22,15 @@ the same task again:
   called a subgraph above it, ``langgraph_step`` and ``langgraph_path`` (a ``Send``'s index,
   a ``Call``'s counter). LangGraph hands a subgraph's tasks only their own step and path, so
   a subgraph entered from a task is given its caller's position in its config
-  (:func:`positions_recorded`, held by every runner call); without it (a subgraph entered
-  outside any runner call) the levels above are told apart by execution number, which is
-  the order of first sight (docs/design-notes.md, "Task identity").
+  (:func:`record_positions`, held by every runner call and by the instrumentor); without
+  it (neither in force) the levels above are told apart by execution number, which is the
+  order of first sight (docs/design-notes.md, "Task identity").
 
 The call's own key is then the engine's usual ``(scope, parent identity, name, ordinal,
 fingerprint)``: the ordinal counts the calls with the same name and content in *this
 execution* of the task, because the task frame is made once per execution (keyed by
 LangGraph's per-execution runtime object, held strongly so its id is never reused while the
-frame lives).
+frame lives; the frame leaves when LangGraph drops the task).
 
 The durable scope: the active ``spanpoint.run``; outside a run, when the durable scope is
 ``thread`` (``SPANPOINT_DURABLE=thread``), the thread of a task that has a checkpointer.
