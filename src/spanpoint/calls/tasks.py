@@ -1,4 +1,4 @@
-"""Call identity anchored on LangGraph's own task identity (issue 15, build item 2).
+"""Call identity anchored on LangGraph's own task identity.
 
 LangGraph executes a task again after ``interrupt()`` (the resume), on a ``RetryPolicy`` retry
 and on a crash resumed from its checkpointer; each time it runs the node from its first line.
@@ -14,16 +14,23 @@ the same task again:
 - **anchor R** (no checkpointer, or an in-process one such as ``InMemorySaver``, which a
   rerun in a new process, or with a new saver, does not find again): the enclosing spanpoint
   frame's identity (a graph-call boundary passes its parent's, since a resume is another
-  graph call), the logical namespace (task ids removed), ``langgraph_step`` and
-  ``langgraph_path``, and which execution of that logical task this is under the enclosing
-  frame in this attempt: the same full namespace (a retry, a resume of the same task) is the
-  same execution; a new one (the next graph call with the same input) is the next.
+  graph call), the task's *position*, and which execution of that position this is under
+  the enclosing frame in this attempt: the same full namespace (a retry, a resume of the
+  same task) is the same execution; a new one (the next graph call with the same input) is
+  the next. The position is LangGraph's own, level by level: the logical namespace (task
+  ids removed, LangGraph's subgraph counter kept), and for the task and each task that
+  called a subgraph above it, ``langgraph_step`` and ``langgraph_path`` (a ``Send``'s index,
+  a ``Call``'s counter). LangGraph hands a subgraph's tasks only their own step and path, so
+  a subgraph entered from a task is given its caller's position in its config
+  (:func:`record_positions`, held by every runner call and by the instrumentor); without
+  it (neither in force) the levels above are told apart by execution number, which is the
+  order of first sight (docs/design-notes.md, "Task identity").
 
 The call's own key is then the engine's usual ``(scope, parent identity, name, ordinal,
 fingerprint)``: the ordinal counts the calls with the same name and content in *this
 execution* of the task, because the task frame is made once per execution (keyed by
 LangGraph's per-execution runtime object, held strongly so its id is never reused while the
-frame lives).
+frame lives; the frame leaves when LangGraph drops the task).
 
 The durable scope: the active ``spanpoint.run``; outside a run, when the durable scope is
 ``thread`` (``SPANPOINT_DURABLE=thread``), the thread of a task that has a checkpointer.
@@ -33,7 +40,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -49,8 +59,9 @@ DURABLE_SCOPES: tuple[DurableScope, ...] = ("off", "run", "thread")
 # The scope the zero-code seams use (the instrumentor sets it from $SPANPOINT_DURABLE).
 _SCOPE: list[DurableScope] = ["run"]
 
-#: How many task executions keep their frame. The oldest leave first: a task still running
-#: that long after it started would count its calls from 0 again (documented limit).
+#: How many task executions keep their frame at most. An entry leaves when its task ends
+#: (LangGraph drops the task's writer) or its run ends; the cap only bounds tasks that
+#: outlive both, the oldest first (such a task would count its calls from 0 again).
 _MAX_TASKS = 16384
 _MAX_THREAD_SCOPES = 256
 _MAX_JOURNAL = 1024
@@ -84,6 +95,14 @@ def _owned(scope: RunScope) -> tuple[list[int], list[tuple[str, int, str, str]]]
     if found is None:
         found = _OWNED[id(scope)] = ([], [])
     return found
+
+
+def _forget_task(token: int, runtime: Any) -> None:
+    """Drop the frame of a task execution that ended (its writer was collected)."""
+    with _LOCK:
+        entry = _TASKS.get(token)
+        if entry is not None and entry.runtime is runtime:
+            del _TASKS[token]
 
 
 def _forget_run(scope: RunScope) -> None:
@@ -244,10 +263,7 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         # Anchor R: no checkpointer, or one that a rerun does not find again (an in-process
         # saver starts empty in a new process, or a new saver object on a new thread).
         metadata = config.get("metadata") or {}
-        anchor = (
-            f"{_logical(ns)}|{metadata.get(_compat.METADATA_STEP)}|"
-            f"{metadata.get(_compat.METADATA_PATH)}"
-        )
+        anchor = "|".join((_logical(ns), *conf.get(POSITION_KEY, ()), _position(metadata)))
         execution = _execution(scope, enclosing, anchor, ns)
         identity = _h("R", enclosing.anchor, anchor, execution)
     # The path names boundaries for people; the task is in the key, not in the path.
@@ -257,6 +273,7 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         if entry is not None and entry.runtime is runtime:  # another thread got there first
             return entry.scope, entry.frame
         _TASKS[token] = _Task(runtime, scope, task_frame)
+        _release_with_task(conf, token, runtime)
         if not threaded:
             _owned(scope)[0].append(token)
         while len(_TASKS) > _MAX_TASKS:
@@ -279,6 +296,105 @@ def _execution(scope: RunScope, enclosing: Frame, anchor: str, ns: str) -> int:
         if found is None:
             found = seen[ns] = len(seen)  # never removed: numbers stay those of first sight
         return found
+
+
+def _release_with_task(conf: dict[str, Any], token: int, runtime: Any) -> None:
+    """Drop the task's entry when LangGraph drops the task: its writer (one per task
+    execution, referenced by the task only) is collected then. LangGraph's runtime objects
+    take no weak reference; without a writer the entry waits for its run or the cap."""
+    writer = conf.get(_compat.CONFIG_KEY_SEND)
+    if writer is not None:
+        with suppress(TypeError):  # not weakly referenceable
+            weakref.finalize(writer, _forget_task, token, runtime)
+
+
+# --- the position of a subgraph's tasks ---------------------------------------------------
+
+#: The configurable key that carries, into a subgraph, the positions of the tasks that
+#: called it (outermost first). LangGraph copies configurable keys into every task of the
+#: subgraph, and keys starting with ``__`` never reach a checkpoint's metadata.
+POSITION_KEY = "__spanpoint_task_position"
+
+
+def _position(metadata: Any) -> str:
+    """One task's position in its graph: its step and LangGraph's task path."""
+    return f"{metadata.get(_compat.METADATA_STEP)}:{metadata.get(_compat.METADATA_PATH)}"
+
+
+def caller_position() -> tuple[str, ...] | None:
+    """The positions a subgraph entered here inherits (None outside a LangGraph task)."""
+    found = task_config()
+    if found is None:
+        return None
+    config, conf = found
+    own = f"{_logical(str(conf['checkpoint_ns']))}@{_position(config.get('metadata') or {})}"
+    return (*conf.get(POSITION_KEY, ()), own)
+
+
+def _with_position(config: Any) -> Any:
+    """``config`` for a graph entered from inside a task, carrying the caller's position."""
+    chain = caller_position()
+    if chain is None:
+        return config
+    config = dict(config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), POSITION_KEY: chain}
+    return config
+
+
+def _positioned(original: Callable[..., Any]) -> Callable[..., Any]:
+    def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        # Bound through the descriptor: the original may be another library's wrapper.
+        bound = original.__get__(self, type(self))
+        return bound(input, _with_position(config), **kwargs)
+
+    stream.__wrapped__ = original  # type: ignore[attr-defined]
+    return stream
+
+
+_POSITION_HOLDERS: set[object] = set()
+_POSITION_ORIGINALS: dict[str, Callable[..., Any]] = {}
+_POSITION_WRAPPERS: dict[str, Callable[..., Any]] = {}
+
+
+def record_positions(holder: object) -> None:
+    """Have subgraphs entered from a task carry their caller's position while ``holder``
+    holds it (``Pregel.stream``/``astream``: ``invoke``/``ainvoke`` run through them)."""
+    with _LOCK:
+        _POSITION_HOLDERS.add(holder)
+        if _POSITION_WRAPPERS:
+            return
+        from langgraph.pregel import Pregel  # for import time: with the first holder
+
+        for name in ("stream", "astream"):
+            _POSITION_ORIGINALS[name] = Pregel.__dict__[name]
+            _POSITION_WRAPPERS[name] = _positioned(_POSITION_ORIGINALS[name])
+            setattr(Pregel, name, _POSITION_WRAPPERS[name])
+
+
+def stop_recording_positions(holder: object) -> None:
+    """Release ``holder``; the last one out restores ``Pregel``'s methods (unless another
+    library wrapped them after: ours then stay, and still pass the position on)."""
+    with _LOCK:
+        _POSITION_HOLDERS.discard(holder)
+        if _POSITION_HOLDERS or not _POSITION_WRAPPERS:
+            return
+        from langgraph.pregel import Pregel
+
+        for name, wrapper in list(_POSITION_WRAPPERS.items()):
+            if Pregel.__dict__.get(name) is wrapper:
+                setattr(Pregel, name, _POSITION_ORIGINALS.pop(name))
+                del _POSITION_WRAPPERS[name]
+
+
+@contextmanager
+def positions_recorded() -> Iterator[None]:
+    """:func:`record_positions` for the duration of the block."""
+    token = object()
+    record_positions(token)
+    try:
+        yield
+    finally:
+        stop_recording_positions(token)
 
 
 register_parent_provider(task_parent)

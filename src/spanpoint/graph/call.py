@@ -18,7 +18,7 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
 from spanpoint import _json, semconv, serde, spans
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
-from spanpoint.calls import seams
+from spanpoint.calls import seams, tasks
 from spanpoint.calls.attributes import graph_input_attributes, graph_output_attributes
 from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
@@ -155,7 +155,11 @@ class GraphCall:
     def _scope(self) -> Iterator[None]:
         """The scope of a call that runs the graph: nested graph calls get their spans
         (spanpoint.graph.nested), model and tool calls are boundaries (the seams)."""
-        with runner_call(self.graph, self.runner.strategy), seams.installed():
+        with (
+            runner_call(self.graph, self.runner.strategy),
+            seams.installed(),
+            tasks.positions_recorded(),
+        ):
             yield
 
     def _scoped(self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally) -> RunResult:
@@ -337,6 +341,21 @@ class GraphCall:
             span.set_attribute(semconv.GRAPH_RERUN, "continued")
             return None
         return req.input
+
+    def stream_setup(
+        self, span: trace.Span, req: RunRequest, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], tuple[RunScope, str] | None]:
+        """A stream's config and call kwargs, stamped as :meth:`_begin` stamps a call's,
+        and its run and key when the stream is a durable graph call (None otherwise)."""
+        config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
+        if self.info.has_state and self._pregel:
+            config = stamp_pause_origin(config, span)
+        key = self._calls_key(req, kwargs)
+        scope = current_run()
+        durable = (scope, key) if scope is not None and key else None
+        if durable is not None:
+            config, kw = self._stamped(durable, config, kw)
+        return config, kw, durable
 
     def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
         """Under ``calls`` (no boundary): the key a graph-call boundary would have, so that a

@@ -18,7 +18,7 @@ inside (``spanpoint.calls.middleware.CheckpointMiddleware``) are the boundaries.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any, Literal
 
 from langgraph.types import Command
@@ -101,59 +101,113 @@ class GraphRunner:
         return self.capture or settings().capture
 
     def invoke(
-        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+        self,
+        input: RunRequest | Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        **kwargs: Any,
     ) -> RunResult:
         """Run one graph call (replayed inside a run when it completed before).
 
-        ``request`` is a :class:`RunRequest`, or raw input with ``thread_id=``. Extra keyword
-        arguments (``durability=``, ``interrupt_before=``, …) pass through to the graph. A
-        failure re-raises the graph's exception unchanged.
+        The arguments mirror ``graph.invoke``: ``input`` (or a :class:`RunRequest`), then
+        LangGraph's ``config``. The thread comes from ``config["configurable"]["thread_id"]``
+        or from ``thread_id=``. Extra keyword arguments (``context=``, ``durability=``,
+        ``interrupt_before=``, …) pass through to the graph. A failure re-raises the graph's
+        exception unchanged.
         """
-        return self._call.invoke(self._request(request, thread_id), kwargs)
+        return self._call.invoke(self._request(input, config, thread_id), kwargs)
 
     async def ainvoke(
-        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+        self,
+        input: RunRequest | Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        **kwargs: Any,
     ) -> RunResult:
         """The async form of :meth:`invoke` (``graph.ainvoke``)."""
-        return await self._call.ainvoke(self._request(request, thread_id), kwargs)
+        return await self._call.ainvoke(self._request(input, config, thread_id), kwargs)
 
     def stream(
-        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+        self,
+        input: RunRequest | Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        **kwargs: Any,
     ) -> Iterator[Any]:
         """Yield the graph's stream chunks as they come; each one is also a span event.
 
-        A stream is never a boundary: it neither commits nor replays a checkpoint.
+        Arguments as :meth:`invoke` (and ``graph.stream``: ``stream_mode=``,
+        ``subgraphs=``, …). Inside a run, a stream is a durable graph call like
+        :meth:`invoke`: a rerun continues the thread and never submits the input again
+        (docs/concepts.md, "Streams").
         """
         from spanpoint.graph.nested import scoped_stream  # for import time (see __init__)
         from spanpoint.graph.stream import stream_graph
 
-        chunks = stream_graph(self._call, self._request(request, thread_id), kwargs)
+        chunks = stream_graph(self._call, self._request(input, config, thread_id), kwargs)
         return scoped_stream(self.graph, self.strategy, chunks)
 
     def astream(
-        self, request: RunRequest | Any, /, *, thread_id: str | None = None, **kwargs: Any
+        self,
+        input: RunRequest | Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        thread_id: str | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """The async form of :meth:`stream` (``graph.astream``)."""
         from spanpoint.graph.nested import ascoped_stream  # for import time (see __init__)
         from spanpoint.graph.stream import astream_graph
 
-        chunks = astream_graph(self._call, self._request(request, thread_id), kwargs)
+        chunks = astream_graph(self._call, self._request(input, config, thread_id), kwargs)
         return ascoped_stream(self.graph, self.strategy, chunks)
 
     @staticmethod
-    def _request(request: Any, thread_id: str | None) -> RunRequest:
+    def _request(
+        request: Any, config: Mapping[str, Any] | None, thread_id: str | None
+    ) -> RunRequest:
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigurationError(
+                f"config must be a LangGraph config (a dict such as "
+                f"{{'configurable': {{'thread_id': 't-1'}}}}), not {type(config).__name__}"
+            )
         if isinstance(request, RunRequest):
+            if config is not None:
+                raise ConfigurationError(
+                    "pass config= inside the RunRequest (RunRequest.start(..., config=...)), "
+                    "not beside it"
+                )
             if thread_id is not None and thread_id != request.thread_id:
                 raise ConfigurationError(
                     f"thread_id={thread_id!r} conflicts with the RunRequest's thread "
                     f"{request.thread_id!r}; pass one or the other"
                 )
             return request
-        if thread_id is None:
+        rest = dict(config or {})
+        configurable = dict(rest.pop("configurable", None) or {})
+        in_config = configurable.pop("thread_id", None)
+        checkpoint_ns = configurable.pop("checkpoint_ns", None)
+        if thread_id is not None and in_config is not None and str(in_config) != thread_id:
             raise ConfigurationError(
-                "pass thread_id='...' with raw input (or a RunRequest): every graph call "
-                "runs on a LangGraph thread"
+                f"thread_id={thread_id!r} conflicts with config['configurable']['thread_id']"
+                f"={in_config!r}; pass the thread once, in one place"
             )
-        if isinstance(request, Command):
-            return RunRequest.resume(request, thread_id=thread_id)
-        return RunRequest.start(request, thread_id=thread_id)
+        thread = thread_id if thread_id is not None else in_config
+        if thread is not None and not isinstance(thread, str):
+            thread = str(thread)  # LangGraph keeps thread ids as text
+        if thread is None:
+            raise ConfigurationError(
+                "pass thread_id='...' or config={'configurable': {'thread_id': '...'}} with "
+                "raw input (or a RunRequest): every graph call runs on a LangGraph thread"
+            )
+        build = RunRequest.resume if isinstance(request, Command) else RunRequest.start
+        return build(
+            request,
+            thread_id=thread,
+            checkpoint_ns=checkpoint_ns,
+            configurable=configurable,
+            config=rest,
+        )

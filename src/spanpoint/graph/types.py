@@ -13,9 +13,20 @@ from typing import Any, Literal, Protocol
 from langgraph.types import Command
 
 from spanpoint.capture import CapturePolicy
-from spanpoint.errors import ConfigurationError
+from spanpoint.errors import ConfigurationError, SpanpointError
 
 Strategy = Literal["graph_call", "calls"]
+
+
+class StreamReplayError(SpanpointError):
+    """A rerun's stream cannot give the chunks its mode asks for without running again.
+
+    The graph call ended in an earlier attempt of the run (its thread's checkpoint says so):
+    its state is known, not the chunks it streamed. Only ``stream_mode="values"`` is
+    rebuilt from that state; any other mode raises this before anything executes, never
+    by paying for the call twice. Stream the rerun with ``stream_mode="values"``, or read
+    the result with ``GraphRunner.invoke``.
+    """
 
 
 def check_thread_id(thread_id: object) -> str:

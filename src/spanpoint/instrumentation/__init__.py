@@ -151,6 +151,7 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         # ($SPANPOINT_DURABLE=off: spans only). They replace span-only invoke patches.
         tasks.set_durable_scope(durable_from_env())
         seams.install(self, trace_calls=True)
+        tasks.record_positions(self)  # a subgraph's tasks learn their callers' positions
         if self._strategy != "calls":
             # graph_call: the graph call is the boundary; models and tools are traced by the
             # patches above. Injecting a middleware would change the agent LangChain builds
@@ -182,6 +183,8 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             sys.modules["spanpoint.graph.nested"].release(self)
         if "spanpoint.calls.seams" in sys.modules:
             sys.modules["spanpoint.calls.seams"].uninstall(self)
+        if "spanpoint.calls.tasks" in sys.modules:
+            sys.modules["spanpoint.calls.tasks"].stop_recording_positions(self)
         for owner, attribute, guarded in reversed(getattr(self, "_patched", [])):
             current = vars(owner).get(attribute) if isinstance(owner, type) else None
             if current is None:
