@@ -236,3 +236,46 @@ def test_an_app_with_a_planted_trace_file_writes_no_target(tmp_path: Path) -> No
     assert stat.S_IMODE(victim.stat().st_mode) == 0o644
     assert ".spanpoint/traces.jsonl is a symlink" in done.stderr
     assert (folder / "checkpoints.db").is_file()  # the store is unaffected
+
+
+# --- the shared atomic write (cassettes) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("at", ["path", "temp path"])
+@pytest.mark.parametrize("kind", ["symlink", "hard link", pytest.param("owner", marks=ROOT_ONLY)])
+def test_an_atomic_write_refuses_a_planted_path_or_temp_path(
+    tmp_path: Path, at: str, kind: str
+) -> None:
+    from spanpoint._files import replace_private
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("theirs\n")
+    os.chmod(victim, 0o644)
+    path = tmp_path / "refund.json"
+    planted = path if at == "path" else tmp_path / "refund.json.tmp"
+    if kind == "symlink":
+        planted.symlink_to(victim)
+    elif kind == "hard link":
+        os.link(victim, planted)
+    else:
+        os.rename(victim, planted)
+        os.chown(planted, NOBODY, NOBODY)
+        victim = planted
+    before = Target.look(victim)
+    with pytest.raises(UnsafePathError, match=str(planted)):
+        replace_private(path, b"{}")
+    assert Target.look(victim) == before
+    assert os.path.lexists(planted)  # left as it was found
+
+
+def test_an_atomic_write_replaces_its_own_file_and_a_stale_temp(tmp_path: Path) -> None:
+    from spanpoint._files import replace_private
+
+    path = tmp_path / "c.json"
+    replace_private(path, b"one")
+    (tmp_path / "c.json.tmp").write_bytes(b"left by a killed write")
+    os.chmod(tmp_path / "c.json.tmp", 0o600)
+    replace_private(path, b"two")
+    assert path.read_bytes() == b"two"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not (tmp_path / "c.json.tmp").exists()

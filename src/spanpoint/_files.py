@@ -17,6 +17,7 @@ Checks are made on the opened descriptor (``fstat``), never on a path looked up 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -218,3 +219,34 @@ def tighten(fd: int, path: Path, info: os.stat_result) -> bool:
         )
         return False
     return True
+
+
+def replace_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` all at once: into ``<path>.tmp`` beside it (created ``0600``
+    with ``O_EXCL|O_NOFOLLOW``, flushed to disk), then renamed over ``path``.
+
+    A symlink, another user's file or a hard-linked file at ``path`` or at the temp path is
+    refused (:class:`UnsafePathError`) and left as it is; a temp file of the current user's,
+    left by a write that was interrupted, is replaced. Readers see the old file or the new,
+    never a part."""
+    path = Path(path)
+    if os.path.lexists(path):
+        check_owned(path)
+    temp = path.with_name(path.name + ".tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    try:
+        fd = os.open(temp, flags, 0o600)
+    except FileExistsError:
+        check_owned(temp)  # refuses a symlink or someone else's file
+        os.unlink(temp)
+        fd = os.open(temp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
