@@ -1,11 +1,11 @@
 """Files spanpoint creates follow no one's symlinks and write no one else's file.
 
 For every path spanpoint creates in ``.spanpoint/`` (the folder, the three telemetry files,
-the SQLite store and its ``-wal``/``-shm`` files) and every way to plant something there
-(a symlink to a file, a dangling symlink, another user's file or folder, a hard link), the
-writer of that path refuses it, naming the path, and the planted target is untouched: same
-content, same mode, same owner, and a dangling target is not created. The writers of the
-other paths still write.
+the SQLite store, the demo's LangGraph database and their ``-wal``/``-shm`` files) and every
+way to plant something there (a symlink to a file, a dangling symlink, another user's file
+or folder, a hard link), the writer of that path refuses it, naming the path, and the
+planted target is untouched: same content, same mode, same owner, and a dangling target is
+not created. The writers of the other paths still write.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from spanpoint.demo.flow import langgraph_checkpointer
 from spanpoint.errors import UnsafePathError
 from spanpoint.stores.sqlite import SqliteStore
 from spanpoint.telemetry.jsonl import (
@@ -45,6 +46,9 @@ WRITERS = {
     "checkpoints.db": "store",
     "checkpoints.db-wal": "store",
     "checkpoints.db-shm": "store",
+    "demo-langgraph.db": "demo",
+    "demo-langgraph.db-wal": "demo",
+    "demo-langgraph.db-shm": "demo",
 }
 PATHS = [".spanpoint", *WRITERS]
 
@@ -80,6 +84,14 @@ def write_everything(folder: Path) -> dict[str, str]:
         store.start_run("r", None)
         store.close()
         outcomes["store"] = "ok"
+    try:
+        saver = langgraph_checkpointer(folder)  # the demo's LangGraph checkpointer
+    except UnsafePathError as exc:
+        outcomes["demo"] = f"refused: {exc}"
+    else:
+        saver.setup()
+        saver.conn.close()
+        outcomes["demo"] = "ok"
     return outcomes
 
 
@@ -162,7 +174,7 @@ def test_a_planted_path_is_refused_and_its_target_untouched(
             assert outcome.startswith("refused"), (writer, outcome)
         else:
             assert outcome == "ok", (writer, outcome)
-    said = caplog.text + outcomes["store"]
+    said = caplog.text + outcomes["store"] + outcomes["demo"]
     assert str(planted) in said  # the refusal names the path ...
     assert "rm " in said or "point spanpoint at" in said  # ... and the fix
 
