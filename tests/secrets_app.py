@@ -62,14 +62,27 @@ MSG_DSN_PW = "PLANTmsgDsnPw77c3"
 MESSAGE_SECRETS = (MSG_OPENAI, MSG_DSN_PW)
 TOOL_ARG_KEY = "PLANTtoolArgApiKey4a6b"
 TOOL_ARG_GH = "ghp_PLANTtoolArgGithub0123456789abcdef"
-TOOL_ARG_SECRETS = (TOOL_ARG_KEY, TOOL_ARG_GH)
+TOOL_ARG_PASSWORDS = ("PLANTtoolArgPasswordsOne3c1d", "PLANTtoolArgPasswordsTwo8e2f")
+TOOL_ARG_HF = "hf_PLANTtoolArgHuggingFace0123456789abcd"
+TOOL_ARG_SECRETS = (TOOL_ARG_KEY, TOOL_ARG_GH, *TOOL_ARG_PASSWORDS, TOOL_ARG_HF)
 TOOL_RESULT_BEARER = "PLANTtoolResultBearer8d1f"
 TOOL_RESULT_SECRETS = (TOOL_RESULT_BEARER,)
 EXC_OPENAI = "sk-proj-PLANTexcOpenai0123456789abcd"
 EXC_GH = "ghp_PLANTexcGithubToken0123456789abcd"
 EXC_DSN_PW = "PLANTexcDsnPw52e7"
 EXC_CAUSE_PW = "PLANTexcCausePw0b3a"
-EXCEPTION_SECRETS = (EXC_OPENAI, EXC_GH, EXC_DSN_PW, EXC_CAUSE_PW)
+EXC_URL_KEY = "PLANTexcUrlApiKey6d2a"
+EXC_REPR_KEY = "PLANTexcReprApiKey1f7c"
+EXC_GITLAB = "glpat-PLANTexcGitlab0123456789"
+EXCEPTION_SECRETS = (
+    EXC_OPENAI,
+    EXC_GH,
+    EXC_DSN_PW,
+    EXC_CAUSE_PW,
+    EXC_URL_KEY,
+    EXC_REPR_KEY,
+    EXC_GITLAB,
+)
 ENV = {
     "OPENAI_API_KEY": "sk-proj-PLANTenvOpenai0123456789abcd",
     "AZURE_OPENAI_API_KEY": "PLANTenvAzureKey9c4d",
@@ -110,17 +123,26 @@ def build(zero_code: bool, strategy: str) -> Any:
                 except ValueError as cause:
                     dsn = f"postgresql://bot:{EXC_DSN_PW}@db.internal/app"
                     raise RuntimeError(
-                        f"provider refused key {EXC_OPENAI} and {EXC_GH} for {dsn}"
+                        f"provider refused key {EXC_OPENAI} and {EXC_GH} for {dsn}; "
+                        f"url=https://api.example.com/v1/chat?api_key={EXC_URL_KEY}&n=1 "
+                        f"request={ {'api_key': EXC_REPR_KEY, 'model': 'm'} } "
+                        f"mirror token {EXC_GITLAB}"
                     ) from cause
             return super().answer(messages)
 
     @tool
-    def lookup(city: str, api_key: str, note: str) -> str:
+    def lookup(city: str, api_key: str, note: str, passwords: list[str]) -> str:
         """Look up the weather of a city."""
         assert api_key == TOOL_ARG_KEY and TOOL_ARG_GH in note  # the tool really had them
+        assert tuple(passwords) == TOOL_ARG_PASSWORDS and TOOL_ARG_HF in note
         return f"sunny in {city}; fetched with Authorization: Bearer {TOOL_RESULT_BEARER}"
 
-    args = {"city": "Paris", "api_key": TOOL_ARG_KEY, "note": f"cloned with {TOOL_ARG_GH}"}
+    args = {
+        "city": "Paris",
+        "api_key": TOOL_ARG_KEY,
+        "note": f"cloned with {TOOL_ARG_GH}, pulled with {TOOL_ARG_HF}",
+        "passwords": list(TOOL_ARG_PASSWORDS),
+    }
     model = VaultModel(plan=[[{"name": "lookup", "args": args}]], final="All done.")
     middleware = [spanpoint.CheckpointMiddleware()] if not zero_code and strategy == "calls" else []
     return create_agent(

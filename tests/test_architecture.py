@@ -139,6 +139,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "spanpoint._lazy",
         "spanpoint._terminal",
         "spanpoint._prices",
+        "spanpoint._files",
     ),
     ("spanpoint.capture", "spanpoint.serde"),
     ("spanpoint.stores",),

@@ -5,29 +5,40 @@ Defaults follow the GenAI conventions: message free text is *not* captured unles
 state values are off; config and context are captured with secret-looking keys redacted.
 Every captured value is bounded (bytes, depth, items) and cycle-safe.
 
-Keys are matched by normalized *tokens*, never by substring. A key is split at ``_``, ``-``,
+Keys are matched by normalized *words*, never by substring. A key is split at ``_``, ``-``,
 ``.``, spaces and camelCase humps and lower-cased (``Ocp-Apim-Subscription-Key`` → ocp, apim,
-subscription, key). It is secret when:
+subscription, key); a plural names the same secret as its singular (``passwords``,
+``api_keys``). It is secret when:
 
-* a token is a secret word (:data:`SECRET_WORDS`: ``password``, ``token``, ``jwt``, ``ssn``,
-  ``webhook`` ...), or a run-together compound that ends in one (``accesstoken``,
+* a word is a secret word (:data:`SECRET_WORDS`: ``password``, ``secret``, ``jwt``, ``ssn``,
+  ``webhook`` ...), or a run-together compound that ends in one (``dbpassword``,
   ``clientsecret``) or is a known qualifier + ``key`` (``privatekey``, ``openaikey``);
-* two adjacent tokens written together are such a token (``passWord`` → ``password``);
+* two adjacent words written together are such a word (``passWord`` → ``password``);
 * an adjacent pair is in :data:`SECRET_PAIRS` (``session_id``, ``connection_string``);
-* the *last* token is ``key`` after another token (``openai_key``, ``x-functions-key``,
-  ``*-subscription-key``), unless that token names a structural key
-  (:data:`STRUCTURAL_KEY_WORDS`: ``primary_key``, ``sort_key``, ``cache_key``).
+* the *last* word is ``key`` after another word (``openai_key``, ``x-functions-key``,
+  ``*-subscription-key``), unless that word names a structural key
+  (:data:`STRUCTURAL_KEY_WORDS`: ``primary_key``, ``sort_key``, ``cache_key``);
+* ``token`` is a credential (``token``, ``authToken``, ``next_page_token``) unless the key
+  counts model tokens: a plural ``tokens`` or a count word (:data:`COUNT_WORDS`) in the key
+  makes it a number (``max_tokens``, ``token_usage``, ``input_token_details``,
+  ``prompt_token_count``), except after a credential qualifier (:data:`TOKEN_QUALIFIERS`:
+  ``access_tokens``, ``refresh_token``, ``hf_token``). A replayed ``usage_metadata`` must
+  add up, so token counts are never masked.
 
 So ``max_tokens``, ``author``, ``keyboard``, ``monkey``, ``primary_key_column`` and a bare
-``key`` are kept: ``tokens``, ``author``, ``keyboard`` and ``monkey`` are other words, and
-``key`` alone or in the middle of a name is a lookup key far more often than a credential.
+``key`` are kept: ``author``, ``keyboard`` and ``monkey`` are other words, and ``key`` alone
+or in the middle of a name is a lookup key far more often than a credential.
 
-Values are redacted by pattern whatever their key (:func:`redact_text`): provider tokens
-(``sk-…``, ``ghp_…``, ``AKIA…``, JWTs, ``Bearer …``), the password of a DSN or URL
-(``postgresql://user:****@host``), and secret-named ``name=value`` pairs in query strings and
-connection strings (``?token=****``, ``Password=****;``). Exception messages and stack
-traces go through the same patterns before they leave the process (:func:`exception_text`,
-:func:`record_failure`).
+Values are redacted by shape whatever their key (:func:`redact_text`): provider tokens
+(:data:`SECRET_VALUE`: ``sk-…``, ``ghp_…``, ``glpat-…``, ``hf_…``, ``npm_…``, ``pypi-…``,
+``xoxb-…``, ``SG.…``, ``shpat_…``, ``sk_live_…``, ``AKIA…``, ``AIza…``, JWTs, ``Bearer …``,
+private key blocks, Slack and Discord webhook URLs), the password of a DSN or URL
+(``postgresql://user:****@host``), and the value of every secret-named pair in free text:
+``name=value`` in query and connection strings, ``name: value`` in headers, and the JSON or
+repr of a mapping (``?token=****``, ``Password=****;``, ``{'api_key': '****'}``). Exception
+messages and stack traces go through the same patterns before they leave the process
+(:func:`exception_text`, :func:`record_failure`); so do spans, logs, the run journal,
+``spanpoint show`` and cassettes, which all redact through this module.
 """
 
 from __future__ import annotations
@@ -159,6 +170,87 @@ STRUCTURAL_KEY_WORDS: frozenset[str] = frozenset(
         "s3",
     }
 )
+#: Words that make ``token``/``tokens`` in the same key a *count* of model tokens, never a
+#: credential (``token_usage``, ``input_token_details``, ``prompt_token_count``).
+COUNT_WORDS: frozenset[str] = frozenset(
+    {
+        "usage",
+        "count",
+        "counts",
+        "num",
+        "number",
+        "total",
+        "max",
+        "min",
+        "limit",
+        "limits",
+        "budget",
+        "details",
+        "detail",
+        "input",
+        "output",
+        "prompt",
+        "completion",
+        "completions",
+        "cached",
+        "cache",
+        "reasoning",
+        "audio",
+        "remaining",
+        "used",
+        "rate",
+        "left",
+        "length",
+        "len",
+        "size",
+        "candidates",
+        "thoughts",
+        "billed",
+        "prediction",
+        "accepted",
+        "rejected",
+        "estimated",
+        "per",
+        "creation",
+        "read",
+        "tool",
+        "text",
+        "image",
+        "ephemeral",
+    }
+)
+#: Words before ``token``/``tokens`` that make it a credential even among count words
+#: (``access_tokens``, ``refresh_token``, ``hf_token``).
+TOKEN_QUALIFIERS: frozenset[str] = frozenset(
+    {
+        "access",
+        "refresh",
+        "auth",
+        "api",
+        "bearer",
+        "session",
+        "csrf",
+        "xsrf",
+        "oauth",
+        "id",
+        "personal",
+        "secret",
+        "private",
+        "service",
+        "client",
+        "device",
+        "bot",
+        "app",
+        "hf",
+        "npm",
+        "pypi",
+        "registry",
+        "deploy",
+        "webhook",
+        "security",
+        "sas",
+    }
+)
 #: Adjacent word pairs that make a key secret (``api_key``, ``private-key``, ``accessKey``).
 SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
     {
@@ -178,24 +270,48 @@ SECRET_PAIRS: frozenset[tuple[str, str]] = frozenset(
 )
 #: The mask put in place of the password of a DSN or URL, or of a secret ``name=value``.
 MASK = "****"
-#: Values that look like credentials whatever their key is called. No ``\b``: without it the
-#: engine skips ahead to a possible first character, several times faster on the plain text
-#: most values are; :func:`redact_text` checks that a match starts a word.
+#: Values that look like credentials whatever their key is called: the documented shapes of
+#: provider tokens (OpenAI and Anthropic ``sk-``, GitHub, GitLab, Hugging Face, npm, PyPI,
+#: Slack, SendGrid, Shopify, Stripe, AWS access key ids, Google), JWTs, ``Bearer``/``Basic``
+#: credentials, private key blocks, and Slack/Discord webhook URLs (the URL is the secret).
+#: No ``\b``: without it the engine skips ahead to a possible first character, several times
+#: faster on the plain text most values are; :func:`redact_text` checks that a match starts
+#: a word.
 SECRET_VALUE = re.compile(
     r"(?:sk-[A-Za-z0-9_-]{16,}|Bearer\s+[A-Za-z0-9._~+/-]{8,}=*|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}|[rs]k_(?:live|test)_[A-Za-z0-9]{10,}"
-    r"|AIza[0-9A-Za-z_-]{30,}|xox[baprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}(?![A-Za-z0-9_])"
+    r"|github_pat_[A-Za-z0-9_]{20,}|[rs]k_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{20,}"
+    r"|gl(?:pat|dt|rt|ptt|ft|soat|cbt|imt|agent)-[A-Za-z0-9_-]{20,}"
+    r"|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,}"
+    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|shp(?:at|ss|ca|pa)_[A-Za-z0-9]{20,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|ya29\.[A-Za-z0-9_-]{20,}|xox[a-z]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9_])"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
     r"|Basic\s+(?=[A-Za-z0-9+/]+[A-Z0-9+/])[A-Za-z0-9+/]{12,}={0,2}"
+    r"|https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]+"
+    r"|https?://(?:[a-z]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]+"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)?)"
 )
 #: ``scheme://user:password@`` in a DSN or URL: the password is masked, the user kept.
 _URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\[\]]*:)([^\s@/]+)(@)")
-#: ``name=value`` in a query string, a connection string or free text; masked when ``name``
-#: is secret by the key rule (or a query-string credential such as ``key``, ``sig``, ``code``).
-_NAMED_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.-])([A-Za-z][A-Za-z0-9_.-]{0,63})(\s*=\s*[\"']?)([^\s&;,#'\"]+)"
+#: ``name=value`` or ``name: value`` in a query string, a connection string, a header, or the
+#: JSON or Python repr of a mapping in free text (``'api_key': 'X'``, ``"password": "a b"``).
+#: The value is masked when ``name`` is secret by the key rule (or, in a query string, a
+#: credential such as ``key``, ``sig``, ``code``). :func:`_mask_pairs` finds each separator
+#: with ``str.find`` and reads the name back from it (:data:`_NAME_BEFORE`), so plain text
+#: costs a scan for two characters, not a regex attempt at every letter.
+_SEPARATOR = re.compile(r"[:=]")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+#: The name before a separator, optionally quoted, read *backwards* (matched on the reversed
+#: text before the separator, so the match is anchored): groups quote, reversed name.
+_NAME_BEFORE = re.compile(r"\s*([\"']?)([A-Za-z0-9_.-]{1,64})\1")
+#: The value after a separator. Groups: an already masked value, a quote and the quoted
+#: value, an unquoted value, the bracket that opens a list or mapping (masked whole).
+_VALUE = re.compile(
+    r"\s*(?:(\[REDACTED\]|\*\*\*\*)(?![^\s&;,#'\"}\]])"
+    r"|([\"'])((?:\\.|(?!\2)[^\\\n])+)\2"
+    r"|([^\s&;,#'\"}\]{\[(][^\s&;,#'\"}\]]*)|([\[{(]))"
 )
+_CLOSING = {"[": "]", "{": "}", "(": ")"}
 #: Query-string parameters that carry a credential although their name is no secret word.
 _QUERY_SECRETS = frozenset({"key", "sig", "code", "pass", "pw", "p"})
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\b|[^A-Za-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -247,10 +363,45 @@ def is_secret_key(key: object, extra: frozenset[str] = frozenset()) -> bool:
     return _is_secret_word_key(key, extra)
 
 
+def _singular(word: str) -> str:
+    """``passwords`` → ``password``, ``keys`` → ``key``: a plural names the same secret."""
+    if len(word) > 2 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def _token_is_secret(raw: list[str], index: int, extra: frozenset[str]) -> bool | None:
+    """Whether the ``token`` in ``raw[index]`` names a credential: None when the word holds
+    no ``token``, False when the key counts model tokens (``max_tokens``, ``token_usage``)."""
+    word = raw[index]
+    plural = word.endswith("tokens")
+    base = word[:-1] if plural else word
+    if not base.endswith("token"):
+        return None
+    qualifier = base[: -len("token")] or (raw[index - 1] if index else "")
+    if (
+        qualifier in TOKEN_QUALIFIERS
+        or qualifier in KEY_QUALIFIERS
+        or (qualifier and _secret_word(qualifier, extra))
+    ):
+        return True
+    # A plural, or a count word anywhere in the key: a number of model tokens.
+    return not (plural or qualifier in COUNT_WORDS or any(w in COUNT_WORDS for w in raw))
+
+
 # The same few keys (argument and config names) come back on every call: split them once.
 @functools.lru_cache(maxsize=4096)
 def _is_secret_word_key(key: str, extra: frozenset[str]) -> bool:
-    words = key_words(key)
+    raw = key_words(key)
+    if extra and any(w in extra for w in raw):
+        return True
+    words: list[str] = []
+    for index, word in enumerate(raw):
+        token = _token_is_secret(raw, index, extra)
+        if token:
+            return True
+        # A token count joins no pair: "prompt" + "token" is no run-together secret.
+        words.append("·" if token is False else _singular(word))
     if any(_secret_word(w, extra) for w in words):
         return True
     for pair in itertools.pairwise(words):
@@ -258,7 +409,7 @@ def _is_secret_word_key(key: str, extra: frozenset[str]) -> bool:
             return True
     # A final "key" after a qualifier (openai_key, x-functions-key, *-subscription-key), but
     # not a structural one (primary_key, sort_key) and not a bare "key".
-    return len(words) >= 2 and words[-1] == "key" and words[-2] not in STRUCTURAL_KEY_WORDS
+    return len(words) >= 2 and raw[-1] == "key" and words[-2] not in STRUCTURAL_KEY_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,8 +598,8 @@ def redact_text(text: str) -> str:
     text = SECRET_VALUE.sub(_redact_token, text)
     if "://" in text:  # cheap pre-checks: most captured strings hold neither
         text = _URL_CREDENTIALS.sub(_mask_url_password, text)
-    if "=" in text:
-        text = _NAMED_VALUE.sub(_mask_named_value, text)
+    if "=" in text or ":" in text:
+        text = _mask_pairs(text)
     return text
 
 
@@ -465,14 +616,67 @@ def _mask_url_password(match: re.Match[str]) -> str:
     return f"{match[1]}{MASK}{match[3]}"
 
 
-def _mask_named_value(match: re.Match[str]) -> str:
-    name, start = match[1], match.start()
-    in_query = start > 0 and match.string[start - 1] in "?&"
-    if match[3] in (MASK, REDACTED) or not (
-        is_secret_key(name) or (in_query and name.lower() in _QUERY_SECRETS)
-    ):
-        return match[0]
-    return f"{name}{match[2]}{MASK}"
+def _mask_pairs(text: str) -> str:
+    """Mask the value of each secret ``name=value`` / ``name: value`` pair in ``text``.
+
+    Every separator is looked at, including those inside the value of a pair whose name is
+    not secret: that value may hold a pair that is (``url=https://h/?api_key=X``,
+    ``error: token=X``)."""
+    out: list[str] = []
+    done = 0
+    sep = _SEPARATOR.search(text)
+    while sep is not None:
+        at = sep.start()
+        pos = at + 1
+        named = _NAME_BEFORE.match(text[max(0, at - 72) : at][::-1])
+        start = at - named.end() if named else 0
+        if (
+            named
+            and named[2][-1].isalpha()
+            and (start == 0 or text[start - 1] not in _NAME_CHARS)
+            and start >= done
+        ):
+            in_query = start > 0 and text[start - 1] in "?&"
+            name = named[2][::-1]
+            if is_secret_key(name) or (in_query and name.lower() in _QUERY_SECRETS):
+                value = _VALUE.match(text, at + 1)
+                if value is not None and value[1] is None:
+                    group = next(g for g in (3, 4, 5) if value.start(g) >= 0)
+                    end = _closing(text, value.start(5)) if group == 5 else value.end(group)
+                    out += (text[done : value.start(group)], MASK)
+                    done = pos = end
+        sep = _SEPARATOR.search(text, pos)
+    if not out:
+        return text
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _closing(text: str, start: int) -> int:
+    """The end of the bracketed value opening at ``start`` (quoted text skipped); the end of
+    the line when it is not closed there."""
+    stack: list[str] = []
+    quote = ""
+    i = start
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in _CLOSING:
+            stack.append(_CLOSING[ch])
+        elif ch == "\n":
+            break
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack:
+                return i + 1
+        i += 1
+    return i
 
 
 def exception_text(exc: BaseException) -> str:

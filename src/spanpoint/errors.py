@@ -17,7 +17,14 @@ class ConfigurationError(SpanpointError, ValueError):
 
 
 class InvalidRunIdError(ConfigurationError):
-    """A run id is empty or not a string."""
+    """A run id spanpoint cannot store the same way on every store: not a string, empty,
+    longer than 512 characters, or holding a NUL or a lone surrogate."""
+
+
+class UnsafePathError(SpanpointError, PermissionError):
+    """A file or folder spanpoint would write is a symlink, belongs to another user, or is
+    hard-linked elsewhere, so writing it could reach someone else's file. Nothing was written;
+    the message names the path and the fix."""
 
 
 class NotInRunError(SpanpointError):

@@ -289,7 +289,26 @@ def validate_run_id(run_id: object) -> str:
     if not run_id.strip():
         raise InvalidRunIdError("run_id must be a non-empty string, such as a ticket or job id")
     if len(run_id) > 512:
-        raise InvalidRunIdError("run_id is longer than 512 characters; use a shorter stable id")
+        raise InvalidRunIdError(
+            f"run_id is {len(run_id)} characters long, more than 512; use a shorter stable id "
+            "(a ticket or job id, or a hash of a long one)"
+        )
+    # Every store must keep the id as given: PostgreSQL's text refuses NUL, and UTF-8 (every
+    # store's encoding, and the checkpoint key's) has no lone surrogate.
+    if "\x00" in run_id:
+        at = run_id.index("\x00")
+        raise InvalidRunIdError(
+            f"run_id holds a NUL character (at index {at}), which not every store can keep; "
+            "remove it (run ids are text such as a ticket or job id)"
+        )
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRunIdError(
+            f"run_id holds a lone surrogate ({run_id[exc.start]!r} at index {exc.start}), "
+            "which is no Unicode text and cannot be stored; decode the id it came from with "
+            "the right encoding"
+        ) from None
     return run_id
 
 

@@ -21,7 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from spanpoint.errors import CorruptCheckpointError, StoreError, StoreUnavailableError
+from spanpoint._files import create_owned, open_owned, private_folder
+from spanpoint.errors import (
+    CorruptCheckpointError,
+    StoreError,
+    StoreUnavailableError,
+    UnsafePathError,
+)
 from spanpoint.stores.base import (
     BoundaryRecord,
     Checkpoint,
@@ -256,28 +262,43 @@ class SqliteStore(RunPages):
 
     def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = None
+        fd: int | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():
-                os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-            info = self.path.stat()
+            # Never through a symlink nor into another user's file: the database, its folder
+            # and the -wal/-shm files SQLite opens by name are claimed or checked first.
+            private_folder(self.path.parent)
+            fd, info = open_owned(self.path, os.O_RDWR)
             if not stat.S_ISREG(info.st_mode):
                 raise StoreUnavailableError(
                     f"cannot open the checkpoint store {self.description}: it is not a regular "
                     "file (a device, a pipe or a folder). Point SPANPOINT_STORE at a file path, "
                     "such as .spanpoint/checkpoints.db"
                 )
-            self._tighten(info.st_mode)
+            for companion in (Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+                create_owned(companion)
+            if stat.S_IMODE(info.st_mode) & 0o077:  # open_owned made it 0600
+                logger.warning(
+                    "spanpoint: %s was readable by group or others (mode %o); it holds agent "
+                    "outputs, so it is now private (0600)",
+                    self.path,
+                    stat.S_IMODE(info.st_mode),
+                )
             conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
+            now = os.lstat(self.path)
+            if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+                raise UnsafePathError(
+                    f"{self.path} was replaced while spanpoint opened it; check who else "
+                    "writes to its folder, and run again"
+                )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             _switch_to_wal(conn, busy_timeout_s)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate(conn)
             self._identity = (info.st_dev, info.st_ino)
             return conn
-        except StoreError:
+        except (StoreError, UnsafePathError):
             if conn is not None:
                 conn.close()
             raise
@@ -287,31 +308,9 @@ class SqliteStore(RunPages):
             raise StoreUnavailableError(
                 f"cannot open the checkpoint store {self.description}: {self._explain(exc)}"
             ) from exc
-
-    def _tighten(self, mode: int) -> None:
-        """Make a store that group or others can read private (0600), with its WAL files:
-        checkpoints hold agent outputs. Warn when it cannot be done."""
-        if not mode & 0o077:
-            return
-        for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-            try:
-                if path.exists():
-                    os.chmod(path, 0o600)
-            except OSError as exc:
-                logger.warning(
-                    "spanpoint: %s is readable by group or others (mode %o) and could not be "
-                    "made private: %s; chmod 600 it yourself",
-                    path,
-                    stat.S_IMODE(mode),
-                    exc,
-                )
-                return
-        logger.warning(
-            "spanpoint: %s was readable by group or others (mode %o); it holds agent outputs, "
-            "so it is now private (0600)",
-            self.path,
-            stat.S_IMODE(mode),
-        )
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def _explain(self, exc: BaseException) -> str:
         """What happened, in words, and what to do about it: each cause has its own fix."""
