@@ -295,6 +295,15 @@ def test_a_lease_taken_over_fences_its_old_holder_out(subject: Subject) -> None:
     assert got is not None and got.output == b'"b"'
 
 
+def test_a_live_holder_keeps_its_lease_past_its_ttl(subject: Subject) -> None:
+    """The store renews the leases it holds (every third of the TTL) while a body runs."""
+    store = subject.store
+    held = store.claim("k1", "host-a:1:aaa", 0.6)
+    time.sleep(2.0)  # more than three TTLs: only renewals keep it
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
+    assert store.put(cp("k1"), owner="host-a:1:aaa", epoch=held.epoch) is True
+
+
 def test_an_expired_lease_nobody_took_is_still_its_holders(subject: Subject) -> None:
     store = subject.store
     clock = subject.fake_clock()

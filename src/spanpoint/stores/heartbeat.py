@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from spanpoint.errors import StoreError
@@ -43,33 +42,36 @@ class LeaseHeartbeat:
         self._renew = renew
         self._name = name
         self._held: Held = {}
-        self._cond = threading.Condition(threading.Lock())
+        # hold() and drop() run on every boundary: they take the plain lock (no Python-level
+        # Condition methods); the thread waits on a condition over the same lock.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._stopped = False
         self._thread: threading.Thread | None = None
-        #: When the thread wakes next (monotonic seconds): a hold with a shorter TTL wakes
-        #: it sooner. Infinite while no thread runs.
-        self._wake_at = float("inf")
+        #: How long the thread's current sleep is (seconds): a hold whose lease must be
+        #: renewed sooner wakes it.
+        self._sleep_s = float("inf")
 
     def hold(self, key: str, owner: str, ttl_s: float) -> None:
         """Start renewing ``owner``'s lease on ``key``."""
-        with self._cond:
+        with self._lock:
             self._held[(key, owner)] = ttl_s
             if self._stopped:
                 return
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            elif time.monotonic() + ttl_s / 3 < self._wake_at:
+            elif ttl_s / 3 < self._sleep_s:
                 self._cond.notify()  # asleep for longer than this lease may wait
 
     def drop(self, key: str, owner: str) -> None:
         """Stop renewing ``owner``'s lease on ``key`` (committed, released or abandoned)."""
-        with self._cond:
+        with self._lock:
             self._held.pop((key, owner), None)
 
     def held(self) -> Held:
         """A copy of the leases being renewed."""
-        with self._cond:
+        with self._lock:
             return dict(self._held)
 
     def stop(self) -> None:
@@ -82,17 +84,16 @@ class LeaseHeartbeat:
         while True:
             with self._cond:
                 if not self._held and not self._stopped:
-                    self._wake_at = time.monotonic() + IDLE_S
+                    self._sleep_s = IDLE_S
                     self._cond.wait(IDLE_S)
                 if self._stopped or not self._held:
-                    self._thread, self._wake_at = None, float("inf")
+                    self._thread, self._sleep_s = None, float("inf")
                     return
                 # A third of the shortest TTL: two renewals in a row may fail before expiry.
-                interval = min(self._held.values()) / 3
-                self._wake_at = time.monotonic() + interval
+                self._sleep_s = interval = min(self._held.values()) / 3
                 self._cond.wait(interval)  # woken early by stop() or a shorter lease
                 if self._stopped:
-                    self._thread, self._wake_at = None, float("inf")
+                    self._thread, self._sleep_s = None, float("inf")
                     return
                 held = dict(self._held)
             if not held:
