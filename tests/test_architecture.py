@@ -497,3 +497,83 @@ def private_upstream_imports(src: Path = SRC) -> list[str]:
 
 def test_private_upstream_names_are_imported_only_in_compat() -> None:
     assert private_upstream_imports() == []
+
+
+#: Modules that write checkpoints a boundary did not just execute, and why: they copy rows
+#: that were committed already (the durability rule does not apply to them). Every boundary
+#: commit goes through spanpoint.processor.
+COPIES_COMMITTED_ROWS = {
+    "spanpoint.cassettes": "loads a cassette's recorded calls into its in-memory store",
+    "spanpoint.forks": "copies a run's committed checkpoints to the fork's new run id",
+}
+
+
+#: The processor's entry point for a boundary span that no span processor saw: it applies the
+#: commit rule itself, so the boundary may hand it the ended span.
+APPLIES_THE_RULE = {"commit_unseen"}
+
+
+def processor_writers(src: Path = SRC) -> set[str]:
+    """The processor's functions that reach the store's put, directly or through another,
+    except those that apply the commit rule themselves (``APPLIES_THE_RULE``)."""
+    tree = ast.parse((src / "spanpoint" / "processor.py").read_text())
+    calls: dict[str, set[str]] = {}
+    writes: set[str] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and fn.col_offset == 0:
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                    if node.func.attr == "put":
+                        writes.add(fn.name)
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    calls.setdefault(fn.name, set()).add(node.func.id)
+    while True:
+        more = {name for name, callees in calls.items() if callees & writes} - writes
+        if not more:
+            return writes - APPLIES_THE_RULE
+        writes |= more
+
+
+def commits_outside_the_processor(src: Path = SRC) -> list[str]:
+    """Every call of a store's ``put``, or of a processor function that reaches it, made
+    outside spanpoint.processor (and the row-copying modules named above)."""
+    writers = processor_writers(src)
+    found = []
+    for module, path in modules(src).items():
+        if module == "spanpoint.processor" or module in COPIES_COMMITTED_ROWS:
+            continue
+        tree = ast.parse(path.read_text())
+        from_processor = {
+            alias.asname or alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == "spanpoint.processor"
+            for alias in node.names
+            if alias.name in writers
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and (
+                func.attr == "put"
+                or (
+                    func.attr in writers
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id == "processor"
+                )
+            ):
+                found.append(f"{module}:{node.lineno} calls {ast.unparse(func)}")
+            elif isinstance(func, ast.Name) and func.id in from_processor:
+                found.append(f"{module}:{node.lineno} calls {func.id}")
+    return found
+
+
+def test_checkpoints_are_committed_only_by_the_processor() -> None:
+    """The durability rule (commit iff the span ended OK and the lease is still held) lives
+    in one file: no other module calls a store's put or the processor's writers."""
+    assert {"write", "commit"} <= processor_writers()
+    assert commits_outside_the_processor() == []
+    for module in COPIES_COMMITTED_ROWS:  # each exception is still real, or it goes
+        assert any(m == module for m in modules()), (
+            f"{module} is gone: drop it from COPIES_COMMITTED_ROWS"
+        )

@@ -46,10 +46,12 @@ class Gate:
         self.open = False
         self.puts = 0
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+    def put(
+        self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
+    ) -> bool:
         if not self.open:
             assert self.gate.acquire(timeout=30), "the test never let this commit through"
-        done = super().put(checkpoint, owner=owner)
+        done = super().put(checkpoint, owner=owner, epoch=epoch)
         self.puts += 1
         return done
 

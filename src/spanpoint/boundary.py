@@ -8,8 +8,12 @@ Every kind of boundary (``step``, ``graph_call``, ``model_call``, ``tool_call``)
    ``spanpoint.replayed=true`` and a link to the original span, the stored output returned,
    the body not called; a lease held by a live worker is waited for; otherwise
 3. execute the body inside the boundary span; stage the serialized output; end the span OK.
-   ``CheckpointSpanProcessor`` commits it. An exception ends the span with ERROR: nothing is
-   committed and the original exception propagates unchanged.
+   ``CheckpointSpanProcessor`` commits it, fenced by this execution's lease. An exception ends
+   the span with ERROR: nothing is committed and the original exception propagates unchanged.
+4. a commit the store refused (the lease was taken over while the body ran) returns the
+   output another execution committed, with a warning and a span event, or raises
+   :class:`~spanpoint.errors.LeaseLostError` when none did: never a value the store does not
+   hold.
 
 Outside a run, or with ``replay=False``, a boundary is a plain span that never touches a store.
 """
@@ -32,6 +36,7 @@ from spanpoint import processor, semconv, serde, spans
 from spanpoint.capture import exception_text, redact_text
 from spanpoint.config import settings
 from spanpoint.errors import (
+    LeaseLostError,
     LeaseTimeoutError,
     NotReplayable,
     SerializationError,
@@ -109,6 +114,7 @@ class _Call:
 
     __slots__ = (
         "claimed",
+        "epoch",
         "fingerprint",
         "frame",
         "holder",
@@ -133,6 +139,7 @@ class _Call:
         self.tracer = settings().tracer
         self.claimed = False
         self.owner = ""  # this execution's lease owner, made at the first claim
+        self.epoch: int | None = None  # the fencing epoch of its lease, once acquired
         self.holder: Claim | None = None
         self.key = ""
         self.fingerprint: str | None = None
@@ -224,6 +231,7 @@ class _Call:
             return self._replay(scope, claim.checkpoint)
         if claim.state == "acquired":
             self.claimed = True
+            self.epoch = claim.epoch
             if claim.error is not None:
                 # A committed row failed its integrity check: execute again, never replay it.
                 self.spec.attributes[semconv.CHECKPOINT_INTEGRITY_ERROR] = claim.error
@@ -438,9 +446,9 @@ class _Execution:
                     identity=call.identity,
                     input_view=_input_view(call.spec, scope),
                 )
-                owner = call.owner if call.claimed else None
+                owner, epoch = (call.owner, call.epoch) if call.claimed else (None, None)
                 self.staged = processor.StagedOutput(
-                    scope.store, checkpoint, owner, durability=scope.durability
+                    scope.store, checkpoint, owner, epoch, durability=scope.durability
                 )
                 processor.stage(ctx.trace_id, ctx.span_id, self.staged)
                 if call.spec.on_staged is not None:
@@ -482,8 +490,9 @@ class _Execution:
         else:
             call._journal(scope, span, "error", exception_text(exc))
 
-    def end(self) -> None:
-        """End the span; the processor commits. Report a commit that did not happen.
+    def end(self, output: T) -> T:
+        """End the span; the processor commits. Return what the caller gets: ``output``, or
+        the output another execution committed when this one's commit was refused.
 
         The body returned normally and :meth:`finish` set OK: only here is the staged output
         marked ``ending``, right before spanpoint ends the span, and the processor commits
@@ -506,43 +515,84 @@ class _Execution:
                 )
         if staged is None:
             self._release_unused_lease()
-            return
+            return output
         ctx = self.ctx
-        left = processor.unstage(ctx.trace_id, ctx.span_id)  # not None: no processor took it
         if ended_early:
             # Ended by someone else between finish() and here (an encode or describe hook).
+            processor.unstage(ctx.trace_id, ctx.span_id)
             assert scope is not None
             scope.warn(
                 f"the span of {call.path!r} was ended before spanpoint ended it; its output "
                 "was not committed and it will execute again"
             )
-        elif left is not None and not self.recording:
-            # No SDK processor saw this span (a non-SDK provider): commit here so that
-            # durability never depends on tracing being enabled.
-            processor.commit(staged)
-        elif left is not None and raised is not None:
-            # A processor registered ahead of spanpoint's raised, and the SDK stops at the
-            # first one that raises: ours never ran. The span did end, OK, by spanpoint,
-            # after a normal return, so the commit rule holds: commit here.
-            if _ended_ok(span):
-                processor.commit(staged)
-            else:
-                staged.error = RuntimeError(f"the span did not end OK ({raised})")
-        elif left is not None:
-            staged.error = RuntimeError(
-                "no CheckpointSpanProcessor is registered on the tracer provider; call "
-                "spanpoint.configure(tracer_provider=...)"
+        else:
+            processor.commit_unseen(
+                staged, span, ctx.trace_id, ctx.span_id, recording=self.recording, raised=raised
             )
         if scope is not None and (staged.committed or staged.queued):
             scope.note_model_call(False, staged.checkpoint)
         if staged.queued:
             # durability="async": the committer writes it and frees the lease then; the run
             # reports a failed write when it ends (run._settle_commits).
-            return
+            return output
+        if staged.superseded:
+            return self._superseded(staged, output)  # type: ignore[no-any-return]
         if not staged.committed:
             self._release_unused_lease()  # whoever waits for this boundary executes it
         if staged.error is not None:
             self._report_commit_failure(staged)
+        return output
+
+    def _superseded(self, staged: processor.StagedOutput, output: Any) -> Any:
+        """The store refused this execution's commit: the output another execution committed
+        (with a warning and a ``spanpoint.lease.lost`` event), else :class:`LeaseLostError`
+        when this execution held a lease and lost it: never an output the store does not hold.
+
+        An execution that held no lease (its claim failed, or the committed row could not be
+        replayed here, which is why it executed) keeps its own output when the store's
+        cannot be replayed: that is the rule for any row that cannot be replayed faithfully.
+        """
+        call, scope = self.call, self.call.scope
+        assert scope is not None
+        cp = staged.checkpoint
+        found: Any = _MISSING
+        why = "no other execution has committed it"
+        try:
+            committed = scope.store.get(cp.key)
+            if committed is not None:
+                found = serde.loads(committed.output_type, committed.output)
+                if call.spec.decode is not None:
+                    found = call.spec.decode(found)
+        except Exception as exc:  # unreadable: the caller cannot be given what the store holds
+            found, why = _MISSING, f"what the store holds cannot be read ({exception_text(exc)})"
+        if found is _MISSING and staged.owner is None:
+            return output
+        outcome = "failed" if found is _MISSING else "returned_committed"
+        parent = trace.get_current_span()
+        if parent.is_recording():
+            parent.add_event(
+                semconv.EVENT_LEASE_LOST,
+                {
+                    semconv.BOUNDARY_PATH: cp.path,
+                    semconv.CHECKPOINT_KEY: cp.key,
+                    semconv.LEASE_OUTCOME: outcome,
+                },
+            )
+        lost = (
+            f"boundary {cp.path!r} of run {cp.run_id!r} lost its lease on "
+            f"{scope.store.description} while it executed (another execution took it over), "
+            "so its output was not committed"
+            if staged.owner is not None
+            else f"boundary {cp.path!r} of run {cp.run_id!r} was committed by another "
+            f"execution on {scope.store.description} while this one executed without a lease"
+        )
+        if found is _MISSING:
+            raise LeaseLostError(
+                f"{lost}, and {why}. Run it again to replay the other execution's output once "
+                "it commits; raise lease_ttl_s above the longest pause of a worker"
+            )
+        scope.warn(f"{lost}; it returns the output the other execution committed")
+        return found
 
     def _release_unused_lease(self) -> None:
         # An output that is not committed (unserializable, or a span the body marked ERROR) is
@@ -602,15 +652,6 @@ def _end_span(span: trace.Span) -> Exception | None:
     except Exception as exc:
         return exc
     return None
-
-
-def _ended_ok(span: trace.Span) -> bool:
-    status = getattr(span, "status", None)
-    return (
-        getattr(span, "end_time", None) is not None
-        and status is not None
-        and status.status_code is StatusCode.OK
-    )
 
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -702,8 +743,7 @@ def _failed(execution: _Execution, exc: BaseException) -> None:
 
 def _returned(execution: _Execution, output: T) -> T:
     execution.leave()
-    execution.end()
-    return output
+    return execution.end(output)
 
 
 # --- a boundary, or a plain span when replay=False -------------------------------------------

@@ -92,6 +92,18 @@ class LeaseTimeoutError(StoreError):
     """Another worker holds a live lease on a boundary and did not commit it in time."""
 
 
+class LeaseLostError(StoreError):
+    """A boundary executed, but its lease was taken over before it could commit, and no
+    other execution has committed it either.
+
+    Its output is not committed (the store kept the new holder's claim), so returning it
+    could hand the caller a value the store never holds. The message names the boundary,
+    the run and the store. A worker loses its lease when it stops renewing it for longer
+    than ``lease_ttl_s`` (a suspended process, a stalled host): raise ``lease_ttl_s`` above
+    the longest pause, and run the boundary again to replay the winner's output.
+    """
+
+
 class MissingCheckpointerError(ConfigurationError):
     """A graph that must survive restarts has no checkpointer, or only an in-process one."""
 

@@ -4,8 +4,12 @@ A boundary *stages* its serialized output for its span after the body returned, 
 ``ending`` right before spanpoint itself calls ``span.end()``. When the span ends, the processor
 takes the staged output and commits it to the store only if it was so marked and the span's
 status is OK. An exception (status ERROR), a body that ended its own span, or a process killed
-before ``span.end()`` commits nothing: that is the whole durability contract, enforced in one
-place.
+before ``span.end()`` commits nothing. The commit is fenced: it lands only while the execution
+still holds the boundary's lease, checked by the store in the same statement as the write; an
+execution whose lease was taken over commits nothing and is told so (``superseded``). That is
+the whole durability contract, and this module is the only place that commits: when no span
+processor could see the span (a non-SDK tracer provider, or a processor ahead of ours that
+raised), :func:`commit_unseen` applies the same rule after the span ended.
 
 With ``durability="async"`` the commit leaves the hot path: the processor hands the staged
 output to its store's background committer (``spanpoint.committer``) and the write lands a
@@ -32,6 +36,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from spanpoint import committer, semconv
+from spanpoint.errors import LeaseLostError
 from spanpoint.stores.base import Checkpoint, CheckpointStore
 
 logger = logging.getLogger("spanpoint")
@@ -49,7 +54,12 @@ class StagedOutput:
     store: CheckpointStore
     checkpoint: Checkpoint
     owner: str | None
+    #: The fencing epoch of ``owner``'s lease (``Claim.epoch``); None when not known.
+    epoch: int | None = None
     committed: bool = False
+    #: The store refused the write: another execution took the lease over (or committed
+    #: first). The boundary then returns what the store holds, or raises ``LeaseLostError``.
+    superseded: bool = False
     error: Exception | None = None
     #: Set only by the boundary, right before *it* ends the span: a span ended by anyone else
     #: (the body, a hook) never carries it, so its output is never committed.
@@ -91,11 +101,21 @@ def commit(staged: StagedOutput) -> bool:
 
 
 def write(staged: StagedOutput) -> bool:
-    """Write ``staged`` to its store now. Never raises: a failure is kept on ``staged.error``."""
+    """Write ``staged`` to its store now, fenced by its lease. Never raises: a failure is kept
+    on ``staged.error``; a write the store refused sets ``staged.superseded``."""
     cp = staged.checkpoint
     try:
-        staged.store.put(cp, owner=staged.owner)
-        staged.committed = True
+        staged.committed = staged.store.put(cp, owner=staged.owner, epoch=staged.epoch)
+        if not staged.committed:
+            staged.superseded = True
+            if staged.queued:
+                # durability="async": the boundary has returned its output already; the run
+                # reports at its end that the store holds another execution's (or none).
+                staged.error = LeaseLostError(
+                    f"boundary {cp.path!r} of run {cp.run_id!r} lost its lease on "
+                    f"{staged.store.description} before its queued commit landed; another "
+                    "execution's output (or none) is what the store holds"
+                )
     except Exception as exc:  # invariant 5: a failed commit is reported, never raised here
         staged.error = exc
         if staged.owner is not None:
@@ -111,6 +131,48 @@ def write(staged: StagedOutput) -> bool:
             exc,
         )
     return staged.committed
+
+
+def commit_unseen(
+    staged: StagedOutput,
+    span: object,
+    trace_id: int,
+    span_id: int,
+    *,
+    recording: bool,
+    raised: Exception | None,
+) -> None:
+    """The commit rule for a boundary span spanpoint has just ended OK after a normal return,
+    whose staged output no span processor took: commit it here, or say why not.
+
+    No SDK processor saw a span that never recorded (a non-SDK tracer provider): durability
+    never depends on tracing being enabled, so commit. A processor registered ahead of this
+    one raised and the SDK stopped there: commit if the span did end OK. Otherwise no
+    :class:`CheckpointSpanProcessor` is registered, which ``staged.error`` says.
+    """
+    if unstage(trace_id, span_id) is None:
+        return  # the processor took it: committed, superseded, or not ended OK
+    if not recording:
+        commit(staged)
+    elif raised is not None:
+        if _ended_ok(span):
+            commit(staged)
+        else:
+            staged.error = RuntimeError(f"the span did not end OK ({raised})")
+    else:
+        staged.error = RuntimeError(
+            "no CheckpointSpanProcessor is registered on the tracer provider; call "
+            "spanpoint.configure(tracer_provider=...)"
+        )
+
+
+def _ended_ok(span: object) -> bool:
+    status = getattr(span, "status", None)
+    return (
+        getattr(span, "end_time", None) is not None
+        and status is not None
+        and status.status_code is StatusCode.OK
+    )
 
 
 def pending(store: CheckpointStore, key: str) -> Checkpoint | None:

@@ -114,6 +114,11 @@ BOUNDARY_KINDS: Final = frozenset({KIND_GRAPH_CALL, KIND_MODEL_CALL, KIND_TOOL_C
 
 # Span events (records, never boundaries).
 EVENT_CHECKPOINT_COMMIT_FAILED: Final = "spanpoint.checkpoint.commit_failed"
+#: On the parent span when a boundary's commit was refused because its lease was taken over.
+EVENT_LEASE_LOST: Final = "spanpoint.lease.lost"
+#: Attribute of spanpoint.lease.lost: returned_committed (the caller got the output another
+#: execution committed) | failed (none was committed: LeaseLostError).
+LEASE_OUTCOME: Final = "spanpoint.lease.outcome"
 EVENT_REPLAYED: Final = "spanpoint.replayed"
 EVENT_STREAM_CHUNK: Final = "spanpoint.stream.chunk"
 EVENT_CALLBACK: Final = "spanpoint.callback"

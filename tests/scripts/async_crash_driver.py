@@ -46,9 +46,11 @@ class SlowStore:
         self._put_s = put_ms / 1000
         self.description = inner.description
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+    def put(
+        self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
+    ) -> bool:
         time.sleep(self._put_s)
-        return bool(self._inner.put(checkpoint, owner=owner))
+        return bool(self._inner.put(checkpoint, owner=owner, epoch=epoch))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

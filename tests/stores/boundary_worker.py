@@ -2,7 +2,7 @@
 
 Usage: boundary_worker.py STORE RUN_ID EFFECTS_FILE [--steps N] [--sleep S] [--ttl S]
        [--wait-timeout S] [--strict] [--barrier FILE] [--hold-in I --ready FILE]
-       [--pause-in I --ready FILE --go FILE]
+       [--pause-in I --ready FILE --go FILE] [--tagged] [--machine TOKEN [--owner-pid PID]]
 
 Step ``i`` appends ``i pid time`` to EFFECTS_FILE under a lock (its side effect), sleeps ``--sleep``
 seconds, and returns the accumulated value, so the final result depends on every step. Prints
@@ -12,7 +12,12 @@ seconds, and returns the accumulated value, so the final result depends on every
 start together);
 ``--hold-in I`` writes ``--ready`` and then sleeps forever inside step I, after its side effect
 (a worker to SIGKILL mid-boundary); ``--pause-in I`` does the same but goes on once ``--go``
-exists (a worker that outlives a server outage).
+exists (a worker that outlives a server outage, or one paused with SIGSTOP past its lease).
+``--tagged`` makes each step's output carry the pid of the worker that executed it, so the
+result tells whose outputs a worker used. ``--machine TOKEN`` makes the worker's lease owner ids
+name another machine of the same host name and pid namespace number (boot id TOKEN): two
+"hosts" sharing a host name, as far as the owner ids can tell; ``--owner-pid PID`` names PID
+in them instead of its own (a pid live on its machine and dead on this one).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import fcntl
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +66,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--pause-in", type=int, default=-1)
     parser.add_argument("--ready", default="")
     parser.add_argument("--go", default="")
+    parser.add_argument("--tagged", action="store_true")
+    parser.add_argument("--machine", default="")
+    parser.add_argument("--owner-pid", type=int, default=0)
     return parser.parse_args()
 
 
@@ -76,7 +85,8 @@ def run_steps(args: argparse.Namespace) -> int:
             wait_for(args.go)
         if args.sleep:
             time.sleep(args.sleep)
-        return acc * 3 % 1_000_003 + (i + 1) * 7
+        value = acc * 3 % 1_000_003 + (i + 1) * 7
+        return value * 10_000_000 + os.getpid() if args.tagged else value
 
     acc = 1
     for i in range(args.steps):
@@ -86,6 +96,15 @@ def run_steps(args: argparse.Namespace) -> int:
 
 def main() -> None:
     args = parse()
+    if args.machine:
+        from spanpoint.stores import base
+
+        # Owner ids without a machine part (older spanpoints) cannot tell twin hosts apart.
+        if base._HOST.count("#") == 2:
+            host, namespace, _boot = base._HOST.split("#")
+            base._HOST = f"{host}#{namespace}#{args.machine}"
+        if args.owner_pid:
+            base._PROCESS_OWNER = f"{base._HOST}:{args.owner_pid}:{uuid.uuid4().hex}"
     store: Any = args.store
     if args.keep_going:
         from spanpoint.stores.postgres import PostgresStore
@@ -108,7 +127,12 @@ def main() -> None:
         started = time.time()
         result = run_steps(args)
         ended = time.time()
-    report = {"result": result, "attempt": run.attempt, "pid": os.getpid()}
+    report = {
+        "result": result,
+        "attempt": run.attempt,
+        "pid": os.getpid(),
+        "warnings": run.warnings,
+    }
     print(json.dumps({**report, "started": started, "ended": ended}))
 
 

@@ -12,18 +12,34 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from spanpoint.errors import CorruptCheckpointError, StoreUnavailableError
 from spanpoint.stores import MemoryStore, SqliteStore, open_store
-from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore, new_owner_id
 
 WRITER = Path(__file__).parent / "concurrent_writer.py"
+
+
+class FakeClock:
+    """The clock a store's leases expire by, moved by the test instead of by sleeping."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 @dataclass
@@ -34,6 +50,15 @@ class Subject:
     store: CheckpointStore
     address: str | None  # None: the store cannot be reopened (memory)
     sql: Callable[[str, tuple[object, ...]], None] | None = None  # raw write, for corruption
+
+    def fake_clock(self) -> FakeClock | None:
+        """Make the store's leases expire by a clock the test moves; None where the store
+        reads the time elsewhere (PostgreSQL reads the server's)."""
+        if self.kind == "postgres":
+            return None
+        clock = FakeClock()
+        self.store.clock = clock  # type: ignore[attr-defined]
+        return clock
 
     def reopen(self) -> CheckpointStore:
         assert self.address is not None
@@ -230,14 +255,63 @@ def test_claim_of_a_committed_key_returns_the_checkpoint(subject: Subject) -> No
     assert claim.state == "committed" and claim.checkpoint == cp("k1")
 
 
-def test_put_by_another_worker_still_commits_once(subject: Subject) -> None:
+def test_a_put_by_an_owner_that_does_not_hold_the_lease_commits_nothing(
+    subject: Subject,
+) -> None:
     store = subject.store
-    store.claim("k1", "host-a:1:aaa", 30.0)
-    assert store.put(cp("k1", output=b'"b"'), owner="host-b:2:bbb") is True
-    assert store.put(cp("k1", output=b'"a"'), owner="host-a:1:aaa") is False
+    held = store.claim("k1", "host-a:1:aaa", 30.0)
+    assert held.epoch is not None
+    assert store.put(cp("k1", output=b'"b"'), owner="host-b:2:bbb") is False
+    assert store.put(cp("k1", output=b'"a"'), owner="host-a:1:aaa", epoch=held.epoch + 1) is False
+    assert store.get("k1") is None
+    assert store.claim("k1", "host-c:3:ccc", 30.0).state == "held"  # a's lease is intact
+    assert store.put(cp("k1", output=b'"a"'), owner="host-a:1:aaa", epoch=held.epoch) is True
+    assert store.put(cp("k1", output=b'"x"')) is False  # committed: nobody writes it again
     claim = store.claim("k1", "host-c:3:ccc", 30.0)
     assert claim.state == "committed" and claim.checkpoint is not None
-    assert claim.checkpoint.output == b'"b"'
+    assert claim.checkpoint.output == b'"a"'
+
+
+def test_a_lease_taken_over_fences_its_old_holder_out(subject: Subject) -> None:
+    store = subject.store
+    clock = subject.fake_clock()
+    holder = subject.reopen() if subject.address and clock is None else store
+    first = holder.claim("k1", "host-a:1:aaa", 1.0)
+    if holder is not store:
+        holder.close()  # a stalled worker renews nothing (PostgreSQL: the server's clock)
+    if clock is None:
+        time.sleep(1.3)
+    else:
+        clock.advance(1.3)
+    second = store.claim("k1", "host-b:2:bbb", 30.0)
+    assert second.state == "acquired" and second.owner == "host-b:2:bbb"
+    assert first.epoch is not None and second.epoch is not None and second.epoch > first.epoch
+    # The old holder wakes up and commits: refused, whatever epoch it names.
+    for epoch in (first.epoch, second.epoch, None):
+        assert store.put(cp("k1", output=b'"a"'), owner="host-a:1:aaa", epoch=epoch) is False
+    assert store.get("k1") is None
+    assert store.put(cp("k1", output=b'"b"'), owner="host-b:2:bbb", epoch=second.epoch)
+    got = store.get("k1")
+    assert got is not None and got.output == b'"b"'
+
+
+def test_a_live_holder_keeps_its_lease_past_its_ttl(subject: Subject) -> None:
+    """The store renews the leases it holds (every third of the TTL) while a body runs."""
+    store = subject.store
+    held = store.claim("k1", "host-a:1:aaa", 0.6)
+    time.sleep(2.0)  # more than three TTLs: only renewals keep it
+    assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
+    assert store.put(cp("k1"), owner="host-a:1:aaa", epoch=held.epoch) is True
+
+
+def test_an_expired_lease_nobody_took_is_still_its_holders(subject: Subject) -> None:
+    store = subject.store
+    clock = subject.fake_clock()
+    if clock is None:
+        pytest.skip("moving PostgreSQL's clock is not possible; the takeover test covers it")
+    first = store.claim("k1", "host-a:1:aaa", 1.0)
+    clock.advance(5.0)
+    assert store.put(cp("k1"), owner="host-a:1:aaa", epoch=first.epoch) is True
 
 
 def test_release_frees_the_lease_only_for_its_owner(subject: Subject) -> None:
@@ -252,23 +326,31 @@ def test_release_frees_the_lease_only_for_its_owner(subject: Subject) -> None:
 
 def test_an_expired_lease_can_be_taken(subject: Subject) -> None:
     store = subject.store
-    # The holder is another handle, closed as a crashed worker's would be: a live PostgresStore
+    # The holder is another handle, closed as a crashed worker's would be: a live store
     # renews the leases it holds (see test_postgres_store.py).
-    holder = subject.reopen() if subject.address else store
+    clock = subject.fake_clock()
+    holder = subject.reopen() if subject.address and clock is None else store
     holder.claim("k1", "host-a:1:aaa", 1.0)
     assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
     if holder is not store:
         holder.close()
-    time.sleep(1.3)
+    if clock is None:
+        time.sleep(1.3)
+    else:
+        clock.advance(1.3)
     taken = store.claim("k1", "host-b:2:bbb", 30.0)
     assert taken.state == "acquired" and taken.owner == "host-b:2:bbb"
     assert store.claim("k1", "host-a:1:aaa", 30.0).state == "held"
 
 
+#: This process's ``host#pidns#machine``: where its pids are meaningful.
+HERE = new_owner_id().rsplit(":", 2)[0]
+
+
 def _dead_local_owner() -> str:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    return f"{socket.gethostname()}:{child.pid}:deadbeef0000"
+    return f"{HERE}:{child.pid}:deadbeef0000"
 
 
 def test_a_dead_local_owner_loses_its_lease_at_once(subject: Subject) -> None:
@@ -280,11 +362,17 @@ def test_a_dead_local_owner_loses_its_lease_at_once(subject: Subject) -> None:
 
 def test_a_live_or_remote_owner_keeps_its_lease(subject: Subject) -> None:
     store = subject.store
-    live = f"{socket.gethostname()}:{os.getppid()}:alive0000000"
+    live = f"{HERE}:{os.getppid()}:alive0000000"
     store.claim("k1", live, 300.0)
     assert store.claim("k1", "host-b:2:bbb", 30.0).state == "held"
-    store.claim("k2", f"another-host:{_dead_local_owner().split(':')[1]}:x", 300.0)
+    dead_pid = _dead_local_owner().split(":")[1]
+    store.claim("k2", f"another-host:{dead_pid}:x", 300.0)
     assert store.claim("k2", "host-b:2:bbb", 30.0).state == "held"
+    # Another machine of the same host name and pid namespace number: its pids are its own.
+    host, namespace, _machine = HERE.split("#")
+    twin = f"{host}#{namespace}#{'0' * 32}:{dead_pid}:x"
+    store.claim("k3", twin, 300.0)
+    assert store.claim("k3", "host-b:2:bbb", 30.0).state == "held"
 
 
 # --- once-tokens (spanpoint.stores.once) -----------------------------------------------------
@@ -532,3 +620,71 @@ def test_four_processes_writing_at_once(subject: Subject) -> None:
             assert got is not None and json.loads(got.output) == {"worker": r["worker"]}
     assert run.committed == keys + 4 * keys
     assert len(store.list_journal("shared")) == 4 * keys
+
+
+# --- fencing, as a rule over generated histories ---------------------------------------------
+
+OWNERS = ("host-a:1:aaa", "host-b:2:bbb", "host-c:3:ccc")
+_ops = st.one_of(
+    st.tuples(st.just("claim"), st.sampled_from(OWNERS), st.sampled_from([1000.0, 3000.0])),
+    st.tuples(st.just("advance"), st.sampled_from([500.0, 1500.0, 4000.0])),
+    st.tuples(st.just("put"), st.sampled_from(OWNERS), st.sampled_from([0, -1, 1])),
+    st.tuples(st.just("put_unfenced")),
+    st.tuples(st.just("release"), st.sampled_from(OWNERS)),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(history=st.lists(_ops, max_size=14))
+def test_a_put_commits_exactly_when_its_owner_holds_the_lease_at_its_epoch(
+    subject: Subject, history: list[tuple[object, ...]]
+) -> None:
+    """Against a model of one key's lease: claims take a free, expired or own lease (the epoch
+    grows when the lease passes to another owner); a fenced put commits iff its owner holds
+    the lease at the epoch it names, whether or not the lease expired meanwhile; a committed
+    key never changes. PostgreSQL reads the server's clock, which a test cannot move: its
+    takeovers are covered by the tests above and the subprocess tests."""
+    found = getattr(subject.store, "clock", None)
+    clock = found if isinstance(found, FakeClock) else subject.fake_clock()
+    if clock is None:
+        pytest.skip("PostgreSQL's clock cannot be moved")
+    store, key = subject.store, f"k-{uuid.uuid4().hex}"
+    lease: tuple[str, float, int] | None = None  # owner, expires at, epoch
+    committed: bytes | None = None
+    epochs: dict[str, int] = {}  # the epoch each owner last acquired
+    for n, op in enumerate(history):
+        if op[0] == "advance":
+            clock.advance(float(op[1]))  # type: ignore[arg-type]
+        elif op[0] == "claim":
+            owner, ttl = str(op[1]), float(op[2])  # type: ignore[arg-type]
+            claim = store.claim(key, owner, ttl)
+            if committed is not None:
+                assert claim.state == "committed"
+            elif lease and lease[0] != owner and lease[1] > clock.now:
+                assert (claim.state, claim.owner) == ("held", lease[0])
+            else:
+                epoch = 1 if lease is None else lease[2] + (lease[0] != owner)
+                assert (claim.state, claim.epoch) == ("acquired", epoch)
+                lease, epochs[owner] = (owner, clock.now + ttl, epoch), epoch
+        elif op[0] == "put":
+            owner, shift = str(op[1]), int(op[2])  # type: ignore[call-overload]
+            epoch = epochs.get(owner, 1) + shift
+            output = f'"{n}"'.encode()
+            expected = committed is None and lease is not None and lease[0::2] == (owner, epoch)
+            assert store.put(cp(key, output=output), owner=owner, epoch=epoch) is expected
+            if expected:
+                committed, lease = output, None
+        elif op[0] == "put_unfenced":
+            output = f'"{n}"'.encode()
+            assert store.put(cp(key, output=output)) is (committed is None)
+            if committed is None:
+                committed, lease = output, None
+        else:
+            owner = str(op[1])
+            store.release(key, owner)
+            if committed is None and lease is not None and lease[0] == owner:
+                lease = None
+        got = store.get(key)
+        assert (got.output if got else None) == committed

@@ -207,6 +207,7 @@ def test_an_sqlite_store_of_schema_3_migrates_and_keeps_its_rows(tmp_path: Path)
         conn.execute("DROP TABLE once_tokens")
         for column in ("fingerprint", "identity", "input_view"):  # schema 7's input identity
             conn.execute(f"ALTER TABLE checkpoints DROP COLUMN {column}")
+        conn.execute("ALTER TABLE checkpoints DROP COLUMN lease_epoch")  # schema 8's fencing
         conn.execute("UPDATE spanpoint_meta SET v = '3' WHERE k = 'schema_version'")
     reopened = SqliteStore(path)
     try:
@@ -363,7 +364,7 @@ def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -
         conn.execute("DROP TABLE spanpoint_once")  # schema 3's once-tokens
         conn.execute(  # schema 4's input identity
             "ALTER TABLE spanpoint_checkpoints DROP COLUMN fingerprint, DROP COLUMN identity, "
-            "DROP COLUMN input_view"
+            "DROP COLUMN input_view, DROP COLUMN lease_epoch"
         )
         conn.execute("DELETE FROM spanpoint_migrations WHERE version > 1")
     reopened = open_store(pg_dsn)

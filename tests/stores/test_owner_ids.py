@@ -69,3 +69,17 @@ def test_a_forked_child_is_another_owner_with_its_own_pid() -> None:
     os.waitpid(pid, 0)
     assert child != parent and child.rsplit(":", 2)[1] == str(pid)
     assert process_owner_id() == parent  # the parent keeps its own
+
+
+def test_a_twin_machine_of_the_same_host_name_and_pid_namespace_is_never_judged_here() -> None:
+    """Host names and pid namespace numbers repeat across machines; the boot id does not."""
+    host, namespace, machine = new_owner_id().rsplit(":", 2)[0].split("#")
+    pid = dead_pid()
+    assert owner_is_dead_here(f"{host}#{namespace}#{machine}:{pid}:abc")
+    assert not owner_is_dead_here(f"{host}#{namespace}#{'f' * 32}:{pid}:abc")
+    assert not owner_is_dead_here(f"{host}#{namespace}:{pid}:abc")  # no machine part: unknown
+
+
+def test_owner_ids_carry_a_random_token_of_128_bits() -> None:
+    token = new_owner_id().rsplit(":", 1)[1]
+    assert len(token) == 32 and int(token, 16) >= 0

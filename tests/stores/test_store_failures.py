@@ -28,10 +28,10 @@ class FlakyStore(MemoryStore):
             raise StoreError("memory: claim failed: connection reset")
         return super().claim(key, owner, ttl_s, fresh=fresh)
 
-    def put(self, checkpoint, *, owner=None):  # type: ignore[no-untyped-def]
+    def put(self, checkpoint, *, owner=None, epoch=None):  # type: ignore[no-untyped-def]
         if self.fail_writes:
             raise StoreError("memory: put failed: disk full")
-        return super().put(checkpoint, owner=owner)
+        return super().put(checkpoint, owner=owner, epoch=epoch)
 
 
 def counting_step(counter: list[int]):  # type: ignore[no-untyped-def]

@@ -267,6 +267,10 @@ class Claim:
     ``expires_at`` (epoch seconds). ``error``: set with ``acquired`` when the committed row
     failed its integrity check; the store turned it back into a lease, so the boundary
     executes again and its commit replaces the corrupted row.
+
+    ``epoch`` (with ``acquired``) is the lease's fencing token: it grows each time the lease
+    passes to another owner, and the holder passes it back to :meth:`CheckpointStore.put`,
+    which commits only while the same owner still holds the lease at that epoch.
     """
 
     state: ClaimState
@@ -274,6 +278,7 @@ class Claim:
     owner: str | None = None
     expires_at: float | None = None
     error: str | None = None
+    epoch: int | None = None
 
 
 OnceState = Literal["taken", "held", "spent"]
@@ -302,17 +307,36 @@ def _pid_namespace() -> str:
         return ""
 
 
-_HOST = f"{socket.gethostname()}#{_pid_namespace()}"
+def _machine() -> str:
+    """This machine's boot id (random, drawn by the kernel at every boot), or a random token
+    of this process where the kernel does not tell.
+
+    Host names and pid namespace numbers repeat across machines (every host's first pid
+    namespace may carry the same number, and clones share host names): only the boot id
+    tells two machines apart. Without one, this process's owners are never judged dead by
+    another process, which is the safe side: their leases expire instead.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip().replace("-", "")
+    except OSError:
+        boot = ""
+    return boot if len(boot) == 32 else f"p{uuid.uuid4().hex}"
+
+
+#: ``host#pidns#machine``: everything a pid needs beside it to name one process.
+_HOST = f"{socket.gethostname()}#{_pid_namespace()}#{_machine()}"
 
 
 def new_owner_id() -> str:
-    """A lease owner id, ``host#pidns:pid:random``.
+    """A lease owner id, ``host#pidns#machine:pid:random``.
 
-    The pid namespace matters because containers of one pod share a host name but not their
-    process ids: a pid is only meaningful next to its namespace. The random part makes a
-    reused pid a new owner.
+    ``host#pidns#machine`` says where the pid is meaningful: containers of one pod share a
+    host name but not their process ids, and two machines may share a host name and a pid
+    namespace number but never a boot id. The random part (128 bits) makes every id new,
+    a reused pid included: an owner id is a token no other process or execution holds.
     """
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
 
 
 _PROCESS_OWNER: str | None = None
@@ -359,7 +383,8 @@ def execution_owner_id() -> str:
 
 
 def owner_is_dead_here(owner: str) -> bool:
-    """True when ``owner`` names a process on this host that no longer exists.
+    """True when ``owner`` names a process of this machine and pid namespace that no longer
+    exists (never for an owner id from elsewhere, or of another form).
 
     A lease of a dead local process can be taken at once instead of waiting for it to expire,
     which is what makes a killed-then-rerun process on one machine continue immediately.
@@ -369,11 +394,10 @@ def owner_is_dead_here(owner: str) -> bool:
         pid = int(pid_text)
     except ValueError:
         return False
-    name, _, namespace = host.partition("#")
-    if name != socket.gethostname() or pid == os.getpid():
+    if host != _HOST or pid == os.getpid():
+        # Another machine, another pid namespace (a container), or an owner id without
+        # both: its pids are not ours to look up, and only its lease's expiry frees it.
         return False
-    if namespace and namespace != _HOST.partition("#")[2]:
-        return False  # another container: its pids are not ours to look up
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -452,10 +476,18 @@ class CheckpointStore(Protocol):
         """Drop ``owner``'s lease on ``key`` (no-op when it holds none)."""
         ...
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
-        """Commit ``checkpoint`` and release ``owner``'s lease in one write.
+    def put(
+        self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
+    ) -> bool:
+        """Commit ``checkpoint`` and end ``owner``'s lease in one write; True when committed.
 
-        The first commit of a key wins; a later one changes nothing and returns False.
+        Fenced when ``owner`` is given: the write happens only if ``owner`` still holds the
+        key's lease (at ``epoch``, the :attr:`Claim.epoch` it was acquired at, unless None),
+        checked in the same statement or transaction as the write. A lease that expired but
+        that nobody took is still held. A lease taken over (or released) means False and
+        nothing written. Without ``owner`` (an execution that holds no lease, because its
+        claim failed) the first commit of a key wins. Either way a key commits once: a later
+        put changes nothing and returns False.
         """
         ...
 

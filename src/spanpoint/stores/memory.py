@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,12 +23,15 @@ from spanpoint.stores.base import (
     owner_is_dead_here,
     verify_checkpoint,
 )
+from spanpoint.stores.heartbeat import Held, LeaseHeartbeat
 
 
 class MemoryStore(RunPages):
     """A thread-safe store kept in this process's memory. Nothing survives the process."""
 
     description = "memory"
+    #: The clock leases expire by (epoch seconds); a test may set its own on an instance.
+    clock: Callable[[], float] = staticmethod(time.time)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -39,7 +42,9 @@ class MemoryStore(RunPages):
         self._digests: dict[str, str] = {}
         self._journal: dict[str, list[BoundaryRecord]] = {}
         self._waits: dict[tuple[str, str], WaitRecord] = {}
-        self._leases: dict[str, tuple[str, float]] = {}
+        # key -> (owner, expires at, epoch): a boundary's lease while it executes.
+        self._leases: dict[str, tuple[str, float, int]] = {}
+        self._heartbeat = LeaseHeartbeat(self._renew, name="spanpoint-lease-heartbeat memory")
         # Once-tokens: (kind, key) -> (owner, lease expiry, spent at or None).
         self._once: dict[tuple[str, str], tuple[str, float, float | None]] = {}
 
@@ -77,9 +82,11 @@ class MemoryStore(RunPages):
         return None if done is None else verify_checkpoint(done, self._digests.get(key), "memory")
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
-        now = time.time()
+        now = self.clock()
         with self._lock:
             done = self._checkpoints.get(key)
+            held = self._leases.get(key)
+            epoch = held[2] + 1 if held else 1
             if done is not None:
                 try:
                     verify_checkpoint(done, self._digests.get(key), "memory")
@@ -87,19 +94,36 @@ class MemoryStore(RunPages):
                     # Never a replay: drop the row and take the lease, so the boundary executes
                     # again and its commit replaces it.
                     self._drop(key)
-                    self._leases[key] = (owner, now + ttl_s)
-                    return Claim("acquired", owner=owner, expires_at=now + ttl_s, error=str(exc))
+                    self._leases[key] = (owner, now + ttl_s, epoch)
+                    self._heartbeat.hold(key, owner, ttl_s)
+                    return Claim(
+                        "acquired", owner=owner, expires_at=now + ttl_s, error=str(exc), epoch=epoch
+                    )
                 return Claim("committed", checkpoint=done)
-            held = self._leases.get(key)
-            if held and held[0] != owner and held[1] > now and not owner_is_dead_here(held[0]):
+            if held and held[0] == owner:
+                epoch = held[2]  # its own lease again: the same epoch
+            elif held and held[1] > now and not owner_is_dead_here(held[0]):
                 return Claim("held", owner=held[0], expires_at=held[1])
-            self._leases[key] = (owner, now + ttl_s)
-            return Claim("acquired", owner=owner, expires_at=now + ttl_s)
+            self._leases[key] = (owner, now + ttl_s, epoch)
+        self._heartbeat.hold(key, owner, ttl_s)
+        return Claim("acquired", owner=owner, expires_at=now + ttl_s, epoch=epoch)
 
     def release(self, key: str, owner: str) -> None:
+        self._heartbeat.drop(key, owner)
         with self._lock:
             if self._leases.get(key, ("",))[0] == owner:
                 del self._leases[key]
+
+    def _renew(self, held: Held) -> set[tuple[str, str]]:
+        now = self.clock()
+        alive: set[tuple[str, str]] = set()
+        with self._lock:
+            for (key, owner), ttl_s in held.items():
+                lease = self._leases.get(key)
+                if lease is not None and lease[0] == owner and key not in self._checkpoints:
+                    self._leases[key] = (owner, now + ttl_s, lease[2])
+                    alive.add((key, owner))
+        return alive
 
     def take_once(self, kind: str, key: str, owner: str, ttl_s: float) -> OnceToken:
         now = time.time()
@@ -127,12 +151,21 @@ class MemoryStore(RunPages):
             if held is not None and held[0] == owner and held[2] is None:
                 del self._once[(kind, key)]
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+    def put(
+        self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
+    ) -> bool:
+        key = checkpoint.key
+        if owner is not None:
+            self._heartbeat.drop(key, owner)
         with self._lock:
-            if owner is not None and self._leases.get(checkpoint.key, ("",))[0] == owner:
-                del self._leases[checkpoint.key]
-            if checkpoint.key in self._checkpoints:
+            if key in self._checkpoints:
                 return False
+            if owner is not None:
+                # Fenced: only the lease's holder commits, checked under the same lock.
+                lease = self._leases.get(key)
+                if lease is None or lease[0] != owner or epoch not in (None, lease[2]):
+                    return False
+            self._leases.pop(key, None)
             self._checkpoints[checkpoint.key] = checkpoint
             self._digests[checkpoint.key] = digest_of(checkpoint)
             run = self._runs.get(checkpoint.run_id)
@@ -219,4 +252,5 @@ class MemoryStore(RunPages):
             return len(old)
 
     def close(self) -> None:
-        """Nothing to release; kept for the protocol."""
+        """Stop renewing leases; the data stays readable."""
+        self._heartbeat.stop()

@@ -51,11 +51,13 @@ from spanpoint.stores.postgres_sql import (
     CLAIM,
     COLS,
     EPOCH,
+    FENCED_PUT,
     FINISH_RUN,
     JOURNAL_COLUMNS,
     MIGRATIONS,
     ONCE_STATE,
     PUT,
+    PUT_PARAMS,
     READ_COLS,
     RUN_SELECT,
     SCHEMA_VERSION,
@@ -273,7 +275,7 @@ class PostgresStore(RunPages):
         rows = self._fetchall("claim", CLAIM, {"key": key, "owner": owner, "ttl": ttl_s})
         if not rows:  # the row appeared after this statement's snapshot: ask again soon
             return Claim("held", owner=None, expires_at=0.0)
-        state, holder, expires_at, *cols = rows[0]
+        state, holder, expires_at, epoch, *cols = rows[0]
         if state == "committed":
             try:
                 return Claim("committed", checkpoint=self._verified(cols))
@@ -283,16 +285,18 @@ class PostgresStore(RunPages):
             rows = self._fetchall(
                 "claim",
                 "UPDATE spanpoint_checkpoints SET lease_owner = %s, "
-                "lease_expires_at = now() + make_interval(secs => %s) WHERE key = %s "
+                "lease_expires_at = now() + make_interval(secs => %s), "
+                "lease_epoch = COALESCE(lease_epoch, 0) + 1 WHERE key = %s "
                 "AND output IS NULL AND lease_owner = %s "
-                f"RETURNING {EPOCH.format('lease_expires_at')}",
+                f"RETURNING {EPOCH.format('lease_expires_at')}, lease_epoch",
                 (owner, ttl_s, key, holder),
             )
             if not rows:
                 return Claim("held", owner=holder, expires_at=expires_at)
-            state, holder, expires_at = "acquired", owner, rows[0][0]
+            state, holder, (expires_at, epoch) = "acquired", owner, rows[0]
         if state == "acquired":
             self._heartbeat.hold(key, owner, ttl_s)
+            return Claim(state, owner=holder, expires_at=expires_at, epoch=epoch)
         return Claim(state, owner=holder, expires_at=expires_at)
 
     def _take_corrupt(
@@ -305,7 +309,8 @@ class PostgresStore(RunPages):
         if not rows:  # another worker took it over first: ask again
             return Claim("held", owner=None, expires_at=0.0)
         self._heartbeat.hold(key, owner, ttl_s)
-        return Claim("acquired", owner=owner, expires_at=rows[0][0], error=str(exc))
+        expires_at, epoch = rows[0]
+        return Claim("acquired", owner=owner, expires_at=expires_at, error=str(exc), epoch=epoch)
 
     def release(self, key: str, owner: str) -> None:
         self._heartbeat.drop(key, owner)
@@ -355,12 +360,17 @@ class PostgresStore(RunPages):
             (kind, key, owner),
         )
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+    def put(
+        self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
+    ) -> bool:
         cp = checkpoint
-        if owner is not None:
-            self._heartbeat.drop(cp.key, owner)
-        params = (*checkpoint_row(cp), digest_of(cp))
-        return bool(self._fetchall("put", PUT, params))
+        row = (*checkpoint_row(cp), digest_of(cp))
+        if owner is None:
+            return bool(self._fetchall("put", PUT, row))
+        self._heartbeat.drop(cp.key, owner)
+        params = dict(zip(PUT_PARAMS, row, strict=True))
+        params.update(owner=owner, epoch=epoch)
+        return bool(self._fetchall("put", FENCED_PUT, params))
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
         rows = self._fetchall(

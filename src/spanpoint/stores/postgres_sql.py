@@ -92,6 +92,11 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE spanpoint_checkpoints ADD COLUMN fingerprint text,
         ADD COLUMN identity text, ADD COLUMN input_view text;
     """,
+    # Fenced leases: each lease carries an epoch that grows when it passes to another owner,
+    # and a commit names the owner and epoch it holds. Leases taken before read epoch NULL.
+    """
+    ALTER TABLE spanpoint_checkpoints ADD COLUMN lease_epoch bigint;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -133,23 +138,27 @@ WITH found AS MATERIALIZED (
 ), async_commit AS (
     SELECT set_config('synchronous_commit', 'off', true)
 ), taken AS (
-    INSERT INTO spanpoint_checkpoints AS c (key, lease_owner, lease_expires_at)
-    SELECT %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s) FROM async_commit
+    INSERT INTO spanpoint_checkpoints AS c (key, lease_owner, lease_expires_at, lease_epoch)
+    SELECT %(key)s, %(owner)s, now() + make_interval(secs => %(ttl)s), 1 FROM async_commit
     WHERE NOT EXISTS (SELECT 1 FROM done)
     ON CONFLICT (key) DO UPDATE
-        SET lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at
+        SET lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at,
+            lease_epoch = CASE WHEN c.lease_owner = excluded.lease_owner THEN c.lease_epoch
+                ELSE COALESCE(c.lease_epoch, 0) + 1 END
         WHERE {LEASE_FREE}
-    RETURNING c.lease_owner, c.lease_expires_at
+    RETURNING c.lease_owner, c.lease_expires_at, c.lease_epoch
 )
-SELECT 'committed', NULL, NULL::float8, {READ_COLS} FROM done
+SELECT 'committed', NULL, NULL::float8, NULL::bigint, {READ_COLS} FROM done
 UNION ALL
-SELECT 'acquired', lease_owner, {EPOCH.format("lease_expires_at")}, {NULL_COLS} FROM taken
+SELECT 'acquired', lease_owner, {EPOCH.format("lease_expires_at")}, lease_epoch, {NULL_COLS}
+    FROM taken
 UNION ALL
-SELECT 'held', f.lease_owner, {EPOCH.format("f.lease_expires_at")}, {NULL_COLS}
+SELECT 'held', f.lease_owner, {EPOCH.format("f.lease_expires_at")}, NULL::bigint, {NULL_COLS}
     FROM found f
     WHERE f.output IS NULL AND NOT EXISTS (SELECT 1 FROM done) AND NOT EXISTS (SELECT 1 FROM taken)
 """
 
+# The first commit of a key wins: for an execution that holds no lease (its claim failed).
 PUT = f"""
 INSERT INTO spanpoint_checkpoints AS c ({READ_COLS}, seq, committed_at)
 VALUES ({", ".join(["%s"] * len(READ_COLS.split(",")))},
@@ -161,6 +170,22 @@ ON CONFLICT (key) DO UPDATE SET
     WHERE c.output IS NULL
 RETURNING 1
 """
+
+# A fenced commit: the row of the lease %(owner)s holds at %(epoch)s (any epoch when NULL) is
+# filled in and its lease ended in one statement, so the check and the write are one atomic
+# step (the UPDATE locks the row it checks). No row back: the lease was taken over, released
+# or committed, and nothing was written.
+FENCED_PUT = f"""
+UPDATE spanpoint_checkpoints SET
+    {", ".join(f"{c.strip()} = %({c.strip()})s" for c in READ_COLS.split(",")[1:])},
+    seq = nextval('spanpoint_commit_seq'), committed_at = now(),
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE key = %(key)s AND output IS NULL AND lease_owner = %(owner)s
+    AND (%(epoch)s::bigint IS NULL OR lease_epoch = %(epoch)s::bigint)
+RETURNING 1
+"""
+#: The checkpoint columns in ``READ_COLS`` order, as FENCED_PUT names its parameters.
+PUT_PARAMS = tuple(c.strip() for c in READ_COLS.split(","))
 
 # A run's end in one statement, so one round trip and one transaction: its status, and its
 # attempt's journal from one array per column (BoundaryRecord field order), inserted in the
@@ -188,11 +213,12 @@ ORDER BY n
 TAKE_CORRUPT = f"""
 UPDATE spanpoint_checkpoints SET output = NULL, output_type = NULL, digest = NULL, seq = NULL,
     committed_at = NULL, lease_owner = %(owner)s,
-    lease_expires_at = now() + make_interval(secs => %(ttl)s)
+    lease_expires_at = now() + make_interval(secs => %(ttl)s),
+    lease_epoch = COALESCE(lease_epoch, 0) + 1
 WHERE key = %(key)s AND output IS NOT DISTINCT FROM %(output)s
     AND output_type IS NOT DISTINCT FROM %(output_type)s
     AND digest IS NOT DISTINCT FROM %(digest)s
-RETURNING {EPOCH.format("lease_expires_at")}
+RETURNING {EPOCH.format("lease_expires_at")}, lease_epoch
 """
 
 RUN_SELECT = f"""

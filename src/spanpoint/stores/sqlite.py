@@ -47,12 +47,13 @@ from spanpoint.stores.base import (
     verify_checkpoint,
     wait_from_row,
 )
+from spanpoint.stores.heartbeat import Held, LeaseHeartbeat
 
 T = TypeVar("T")
 
 logger = logging.getLogger("spanpoint")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _statements(script: str) -> list[str]:
@@ -189,6 +190,9 @@ _MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE checkpoints ADD COLUMN identity TEXT",
         "ALTER TABLE checkpoints ADD COLUMN input_view TEXT",
     ],
+    # Fenced leases: each lease carries an epoch that grows when it passes to another owner,
+    # and a commit names the owner and epoch it holds. Leases taken before read epoch NULL.
+    8: ["ALTER TABLE checkpoints ADD COLUMN lease_epoch INTEGER"],
 }
 
 #: Runs deleted per write transaction by gc: each transaction holds the write lock for a few
@@ -245,6 +249,10 @@ def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
 class SqliteStore(RunPages):
     """A checkpoint store in one SQLite file (default ``.spanpoint/checkpoints.db``)."""
 
+    #: The clock leases expire by (epoch seconds); a test may set its own on an instance.
+    #: Every process sharing the file must read the same clock: one machine's.
+    clock: Callable[[], float] = staticmethod(time.time)
+
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path).expanduser()
         self.description = f"sqlite:{self.path}"
@@ -253,6 +261,7 @@ class SqliteStore(RunPages):
         #: (st_dev, st_ino) of the file the connection has open: a path that later names
         #: another file, or none, means the store was deleted or replaced under this process.
         self._identity: tuple[int, int] | None = None
+        self._heartbeat = LeaseHeartbeat(self._renew, name=f"spanpoint-lease-heartbeat {path}")
         self._conn = self._open(busy_timeout_s)
 
     def __repr__(self) -> str:
@@ -544,14 +553,18 @@ class SqliteStore(RunPages):
         return verify_checkpoint(self._checkpoint(row[:-1]), row[-1], self.description)
 
     # Take the lease unless the boundary is committed or another owner's lease is live: one
-    # statement, so checking and taking are atomic without an explicit transaction.
+    # statement, so checking and taking are atomic without an explicit transaction. The epoch
+    # grows when the lease passes to another owner; its own lease again keeps it.
     _TAKE_LEASE = (
-        "INSERT INTO checkpoints (key, lease_owner, lease_expires_at) VALUES (?1, ?2, ?3) "
+        "INSERT INTO checkpoints (key, lease_owner, lease_expires_at, lease_epoch) "
+        "VALUES (?1, ?2, ?3, 1) "
         "ON CONFLICT(key) DO UPDATE SET lease_owner = excluded.lease_owner, "
-        "lease_expires_at = excluded.lease_expires_at WHERE checkpoints.output IS NULL "
+        "lease_expires_at = excluded.lease_expires_at, lease_epoch = CASE "
+        "WHEN checkpoints.lease_owner = excluded.lease_owner THEN checkpoints.lease_epoch "
+        "ELSE COALESCE(checkpoints.lease_epoch, 0) + 1 END WHERE checkpoints.output IS NULL "
         "AND (checkpoints.lease_owner = excluded.lease_owner "
         "OR checkpoints.lease_expires_at <= ?4 OR checkpoints.lease_owner IS NULL "
-        "OR checkpoints.lease_expires_at IS NULL) RETURNING lease_expires_at"
+        "OR checkpoints.lease_expires_at IS NULL) RETURNING lease_expires_at, lease_epoch"
     )
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
@@ -564,22 +577,28 @@ class SqliteStore(RunPages):
                 except CorruptCheckpointError:
                     # Checked again, and taken over, under the write lock.
                     return self._claim_contended(key, owner, ttl_s)
-        now = time.time()
+        now = self.clock()
         taken = self._run(
             "claim",
             lambda c: c.execute(self._TAKE_LEASE, (key, owner, now + ttl_s, now)).fetchone(),
             write=False,
         )
-        if taken is not None:
-            return Claim("acquired", owner=owner, expires_at=taken[0])
-        return self._claim_contended(key, owner, ttl_s)
+        if taken is None:
+            return self._claim_contended(key, owner, ttl_s)
+        self._heartbeat.hold(key, owner, ttl_s)
+        return Claim("acquired", owner=owner, expires_at=taken[0], epoch=taken[1])
 
     def _claim_contended(self, key: str, owner: str, ttl_s: float) -> Claim:
         """The rare path: committed already, or leased by someone else (maybe dead)."""
 
         def op(conn: sqlite3.Connection) -> Claim:
             row = conn.execute(self._GET, (key,)).fetchone()
-            now = time.time()
+            now = self.clock()
+            held = conn.execute(
+                "SELECT lease_owner, lease_expires_at, lease_epoch FROM checkpoints WHERE key = ?",
+                (key,),
+            ).fetchone()
+            epoch = (held[2] or 0) + 1 if held else 1
             if row is not None:
                 try:
                     return Claim("committed", checkpoint=self._verified(row))
@@ -588,13 +607,12 @@ class SqliteStore(RunPages):
                     # executes again and its commit replaces the corrupted row.
                     conn.execute(
                         "UPDATE checkpoints SET output = NULL, output_type = NULL, digest = NULL,"
-                        " lease_owner = ?, lease_expires_at = ? WHERE key = ?",
-                        (owner, now + ttl_s, key),
+                        " lease_owner = ?, lease_expires_at = ?, lease_epoch = ? WHERE key = ?",
+                        (owner, now + ttl_s, epoch, key),
                     )
-                    return Claim("acquired", owner=owner, expires_at=now + ttl_s, error=str(exc))
-            held = conn.execute(
-                "SELECT lease_owner, lease_expires_at FROM checkpoints WHERE key = ?", (key,)
-            ).fetchone()
+                    return Claim(
+                        "acquired", owner=owner, expires_at=now + ttl_s, error=str(exc), epoch=epoch
+                    )
             # A row with no output and no lease (a damaged row) is free, like no row at all.
             if (
                 held
@@ -605,15 +623,19 @@ class SqliteStore(RunPages):
             ):
                 return Claim("held", owner=held[0], expires_at=held[1])
             conn.execute(
-                "INSERT OR REPLACE INTO checkpoints (key, lease_owner, lease_expires_at) "
-                "VALUES (?, ?, ?)",
-                (key, owner, now + ttl_s),
+                "INSERT OR REPLACE INTO checkpoints (key, lease_owner, lease_expires_at, "
+                "lease_epoch) VALUES (?, ?, ?, ?)",
+                (key, owner, now + ttl_s, epoch),
             )
-            return Claim("acquired", owner=owner, expires_at=now + ttl_s)
+            return Claim("acquired", owner=owner, expires_at=now + ttl_s, epoch=epoch)
 
-        return self._run("claim", op, write=True)
+        claim = self._run("claim", op, write=True)
+        if claim.state == "acquired":
+            self._heartbeat.hold(key, owner, ttl_s)
+        return claim
 
     def release(self, key: str, owner: str) -> None:
+        self._heartbeat.drop(key, owner)
         self._run(
             "release",
             lambda c: c.execute(
@@ -622,6 +644,24 @@ class SqliteStore(RunPages):
             ),
             write=False,  # one statement: atomic on its own
         )
+
+    def _renew(self, held: Held) -> set[tuple[str, str]]:
+        """Push each held lease's expiry its TTL ahead; return those still held."""
+
+        def op(conn: sqlite3.Connection) -> set[tuple[str, str]]:
+            now = self.clock()
+            alive: set[tuple[str, str]] = set()
+            for (key, owner), ttl_s in held.items():
+                cur = conn.execute(
+                    "UPDATE checkpoints SET lease_expires_at = ? WHERE key = ? "
+                    "AND lease_owner = ? AND output IS NULL",
+                    (now + ttl_s, key, owner),
+                )
+                if cur.rowcount == 1:
+                    alive.add((key, owner))
+            return alive
+
+        return self._run("renew_leases", op, write=True)
 
     # --- once-tokens -----------------------------------------------------------------------
 
@@ -679,12 +719,30 @@ class SqliteStore(RunPages):
         + ", lease_owner = NULL, lease_expires_at = NULL WHERE checkpoints.output IS NULL"
     )
 
-    def put(self, checkpoint: Checkpoint, *, owner: str | None = None) -> bool:
+    # A fenced commit: one statement fills in the row of the lease ``owner`` holds at
+    # ``epoch`` and ends it, so the check and the write are one atomic step. No row changes
+    # when the lease was taken over, released or committed: the caller learns it lost.
+    _FENCED_PUT = (
+        "UPDATE checkpoints SET "
+        + ", ".join(f"{column} = ?" for column in _PUT_COLUMNS.split(", ")[1:])
+        + ", lease_owner = NULL, lease_expires_at = NULL WHERE key = ? AND output IS NULL "
+        "AND lease_owner = ? AND (? IS NULL OR lease_epoch = ?)"
+    )
+
+    def put(
+        self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
+    ) -> bool:
         # A commit into a deleted file would be lost in silence. Checked at commits (and run
         # starts), not at replays: a replay reads the open file, whatever its path names now.
         self._check_identity()
-        params = (*checkpoint_row(checkpoint), digest_of(checkpoint))
-        return self._run("put", lambda c: c.execute(self._PUT, params).rowcount == 1, write=False)
+        row = (*checkpoint_row(checkpoint), digest_of(checkpoint))
+        if owner is None:
+            return self._run("put", lambda c: c.execute(self._PUT, row).rowcount == 1, write=False)
+        self._heartbeat.drop(checkpoint.key, owner)
+        params = (*row[1:], row[0], owner, epoch, epoch)
+        return self._run(
+            "put", lambda c: c.execute(self._FENCED_PUT, params).rowcount == 1, write=False
+        )
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:
         sql = (
@@ -840,6 +898,7 @@ class SqliteStore(RunPages):
         return len(old)
 
     def close(self) -> None:
+        self._heartbeat.stop()
         with self._lock:
             self._conn.close()
 
