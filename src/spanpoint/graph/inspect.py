@@ -12,10 +12,12 @@ creates an attribute: values are read only where they already exist (:func:`read
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import types
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,10 +173,36 @@ def find_checkpoint_middleware(graph: Any) -> Any:
         from spanpoint.calls.middleware import CheckpointMiddleware
     except ImportError:
         return None
-    return _search_graph(graph, CheckpointMiddleware, set())
+    return _search_graph(graph, lambda obj: _is(obj, CheckpointMiddleware), set())
 
 
-def _search_graph(graph: Any, cls: type, graphs: set[int]) -> Any:
+def has_uncheckpointed_subgraph(graph: Any) -> bool:
+    """Whether a graph compiled with ``checkpointer=False`` is reachable from ``graph``'s
+    nodes (a node that is one, or a node that calls one).
+
+    Such a subgraph runs with its parent's durability and no checkpointer, and LangGraph
+    (1.2) then cannot honour ``durability="sync"``: its loop waits for a checkpoint save it
+    never started (``'SyncPregelLoop' object has no attribute '_put_checkpoint_fut'``).
+    Read once per graph object.
+    """
+    try:
+        return _UNCHECKPOINTED[graph]
+    except (KeyError, TypeError):
+        pass
+    found = _search_graph(graph, _uncheckpointed, set()) is not None
+    with contextlib.suppress(TypeError):  # not weakly referenceable: read again next time
+        _UNCHECKPOINTED[graph] = found
+    return found
+
+
+_UNCHECKPOINTED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _uncheckpointed(obj: Any) -> bool:
+    return read_attr(obj, "checkpointer") is False and _is_graph(obj)
+
+
+def _search_graph(graph: Any, match: Callable[[Any], bool], graphs: set[int]) -> Any:
     """Search each node of ``graph`` with a visited set of its own.
 
     One visited set shared across nodes made a node's search stop where an earlier node had
@@ -194,7 +222,7 @@ def _search_graph(graph: Any, cls: type, graphs: set[int]) -> Any:
         return None
     for node in found_nodes:
         bound = read_attr(node, "bound")
-        found = _find(node if bound is None else bound, cls, set(), 0, graphs)
+        found = _find(node if bound is None else bound, match, set(), 0, graphs)
         if found is not None:
             return found
     return None
@@ -210,19 +238,21 @@ def has_checkpoint_middleware(graph: Any) -> bool:
     return find_checkpoint_middleware(graph) is not None
 
 
-def _find(obj: Any, cls: type, seen: set[int], depth: int, graphs: set[int]) -> Any:
-    """``obj`` if it is an instance of ``cls``, else the first one reached through closures,
+def _find(
+    obj: Any, match: Callable[[Any], bool], seen: set[int], depth: int, graphs: set[int]
+) -> Any:
+    """``obj`` if it is what ``match`` looks for, else the first one reached through closures,
     bound methods, ``func``/``afunc`` attributes, sequences, mapping values, instance
     attributes or the nodes of a graph reached on the way."""
-    if _is(obj, cls):
+    if match(obj):
         return obj
     if depth > 6 or id(obj) in seen or obj is None or _is(obj, str | bytes | int | float):
         return None
     seen.add(id(obj))
     if _is_graph(obj):
-        return _search_graph(obj, cls, graphs)
+        return _search_graph(obj, match, graphs)
     for child in _children(obj):
-        found = _find(child, cls, seen, depth + 1, graphs)
+        found = _find(child, match, seen, depth + 1, graphs)
         if found is not None:
             return found
     return None
