@@ -26,11 +26,14 @@ SCRIPT = ROOT / "scripts" / "compat" / "upstream_suite.py"
 pytestmark = pytest.mark.slow
 
 
-def run_compat(package: str, tmp_path: Path) -> dict[str, object]:
+def run_compat(
+    package: str, tmp_path: Path, *, config: str = "trace", tests: tuple[str, ...] = ()
+) -> dict[str, object]:
     report = tmp_path / "report.json"
     workers = str(min(2, os.cpu_count() or 1))
+    options = ["--workers", workers, "--json", str(report), "--config", config]
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), package, "--workers", workers, "--json", str(report)],
+        [sys.executable, str(SCRIPT), package, *options, *tests],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -58,5 +61,28 @@ def test_langchain_agent_and_middleware_suite_passes_the_same_instrumented(
     assert int(report["plain_passed"]) > 500
     spans = report["spans_recorded"]
     assert isinstance(spans, dict)
-    # create_agent got spanpoint's middleware: agent, model and tool spans were recorded.
+    # The seams traced every agent's model and tool calls (nothing was injected).
     assert spans.get("chat", 0) > 100 and spans.get("execute_tool", 0) > 10
+
+
+#: LangChain's tests of what a middleware changes in an agent: its drawing and graph
+#: snapshots, the rejection of unregistered tools, return-direct control flow.
+PINNED_LANGCHAIN = (
+    "tests/unit_tests/agents/middleware/core/test_diagram.py",
+    "tests/unit_tests/agents/middleware/core/test_tools.py",
+    "tests/unit_tests/agents/test_return_direct_graph.py",
+    "tests/unit_tests/agents/test_injected_runtime_create_agent.py",
+)
+
+
+@pytest.mark.parametrize("config", ["trace", "thread", "run"])
+def test_pinned_agent_tests_pass_the_same_in_every_configuration(
+    tmp_path: Path, config: str
+) -> None:
+    """Zero-code tracing, calls durable on checkpointed threads, and calls durable with each
+    test inside its own spanpoint.run: the same pass set as plain (docs/compatibility.md)."""
+    report = run_compat("langchain", tmp_path, config=config, tests=PINNED_LANGCHAIN)
+    assert report["only_plain"] == []
+    assert int(report["plain_passed"]) > 50
+    spans = report["spans_recorded"]
+    assert isinstance(spans, dict) and spans.get("chat", 0) > 10

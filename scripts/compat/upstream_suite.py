@@ -5,6 +5,7 @@ compare the sets of passing tests.
     python scripts/compat/upstream_suite.py langgraph    # LangGraph's own tests
     python scripts/compat/upstream_suite.py langchain    # create_agent and middleware tests
     python scripts/compat/upstream_suite.py langgraph --version 1.2.24 --json report.json
+    python scripts/compat/upstream_suite.py langchain --config thread   # calls made durable
 
 What it does (stdlib only, so any python3 ≥ 3.11 can run it):
 
@@ -16,9 +17,14 @@ What it does (stdlib only, so any python3 ≥ 3.11 can run it):
    spanpoint itself is not installed there: ``PYTHONPATH`` points at this checkout's ``src``,
    so the cached environment stays valid while spanpoint's code changes.
 3. ``pytest <tests> -q`` (LangGraph: ``NO_DOCKER=true``, no PostgreSQL/Redis fixtures), once
-   plain and once with ``-p spanpoint.pytest_plugin``. The plain result depends only on the
-   package and its lock, so it is cached too. Tests that passed plain but not instrumented
-   are run again, both ways, to tell a flaky test from a real difference.
+   plain and once with ``-p spanpoint.pytest_plugin`` in one of three configurations
+   (``--config``): ``trace`` (zero-code tracing, the default), ``thread``
+   (``SPANPOINT_STRATEGY=calls SPANPOINT_DURABLE=thread``: every model and tool call on a
+   thread with a checkpointer is a boundary) and ``run`` (``calls``, and each test inside
+   ``spanpoint.run(<test id>)``, by ``scripts/compat/run_each_test.py``). The plain result
+   depends only on the package and its lock, so it is cached too. Tests that passed plain
+   but not instrumented are run again, both ways, to tell a flaky test from a real
+   difference.
 
 Everything is cached under ``${SPANPOINT_CACHE:-~/.cache/spanpoint}/compat/``, keyed by the
 package version, the Python version and the OpenTelemetry versions. Exit status 0 when every
@@ -78,6 +84,13 @@ SPANPOINT_DEPS = (
     "wrapt",
 )
 PLUGIN = "spanpoint.pytest_plugin"
+# The configurations an instrumented run can take: environment, and extra pytest plugins
+# (found on PYTHONPATH, which holds this folder).
+CONFIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "trace": ({}, ()),
+    "thread": ({"SPANPOINT_STRATEGY": "calls", "SPANPOINT_DURABLE": "thread"}, ()),
+    "run": ({"SPANPOINT_STRATEGY": "calls"}, ("-p", "run_each_test")),
+}
 
 
 def log(message: str) -> None:
@@ -212,21 +225,30 @@ def build_venv(src: Path, env_dir: Path, profile: Profile) -> Path:
 
 
 def run_suite(
-    python: Path, src: Path, out: Path, extra: list[str], tests: list[str], profile: Profile
+    python: Path,
+    src: Path,
+    out: Path,
+    extra: list[str],
+    tests: list[str],
+    profile: Profile,
+    config_env: dict[str, str] | None = None,
 ) -> tuple[set[str], set[str], float]:
-    """Run the suite; return (passed, failed-or-errored) test ids and the wall time."""
+    """Run the suite; return (passed, failed-or-errored) test ids and the wall time.
+    ``config_env``: spanpoint's configuration (``CONFIGS``), set after every inherited
+    ``SPANPOINT_*`` variable is removed."""
     env = dict(os.environ)
     span_report = out.with_suffix(".spans.jsonl")
     span_report.unlink(missing_ok=True)
     env.update(
         **profile.env,
-        PYTHONPATH=str(REPO / "src"),
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(Path(__file__).resolve().parent)]),
         PYTHONDONTWRITEBYTECODE="1",
         LANGSMITH_TRACING="false",
         LANGCHAIN_TRACING_V2="false",
     )
     for var in [v for v in env if v.startswith(("OTEL_", "SPANPOINT_"))]:
         del env[var]  # the plugin configures spanpoint itself; nothing leaves the process
+    env.update(config_env or {})
     env["SPANPOINT_PLUGIN_REPORT"] = str(span_report)
     cmd = [
         str(python), "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider",
@@ -312,17 +334,20 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
         log(f"plain: {len(plain_pass)} passed, {len(plain_fail)} failed in {took:.0f}s")
     # The instrumented result depends on nothing but the environment (keyed above), the tests
     # selected and spanpoint's source: with all three unchanged it is reused, unless asked.
-    result = env_dir / f"instrumented-{scope}-{source_digest()}.json"
+    config_env, config_plugins = CONFIGS[args.config]
+    plugins = ["-p", PLUGIN, *config_plugins]
+    result = env_dir / f"instrumented-{args.config}-{scope}-{source_digest()}.json"
     if result.exists() and not args.rerun:
         data = json.loads(result.read_text())
         inst_pass, spans = set(data["passed"]), data["spans"]
         log(f"instrumented run cached for this spanpoint source ({result.name}); --rerun to redo")
     else:
-        log(f"instrumented run (-p {PLUGIN})")
+        log(f"instrumented run ({args.config}: {' '.join(plugins)} {config_env})")
+        xml = env_dir / f"instrumented-{args.config}.xml"
         inst_pass, _, timings["instrumented_s"] = run_suite(
-            python, src, env_dir / "instrumented.xml", ["-p", PLUGIN, *extra], tests, profile
+            python, src, xml, [*plugins, *extra], tests, profile, config_env
         )
-        spans = span_counts(env_dir / "instrumented.xml")
+        spans = span_counts(xml)
         if inst_pass >= plain_pass and spans:
             result.write_text(json.dumps({"passed": sorted(inst_pass), "spans": spans}))
     log(f"instrumented: {len(inst_pass)} passed; spans {spans}")
@@ -332,7 +357,7 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
         log(f"{len(lost)} tests passed plain but not instrumented; running them again both ways")
         ids = sorted(lost)
         again_inst, _, _ = run_suite(
-            python, src, env_dir / "again-inst.xml", ["-p", PLUGIN], ids, profile
+            python, src, env_dir / f"again-{args.config}.xml", plugins, ids, profile, config_env
         )
         # Flaky only when it passes instrumented on its own; a test the re-run did not even
         # collect stays a difference.
@@ -341,6 +366,7 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
     return {
         "package": package,
         "version": version,
+        "config": args.config,
         "environment": str(env_dir),
         "plain_passed": len(plain_pass),
         "plain_failed": len(plain_fail),
@@ -360,6 +386,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default=None, help="package version (default: installed)")
     parser.add_argument("--json", type=Path, default=None, help="write the comparison here")
     parser.add_argument("--workers", default=None, help="pytest-xdist -n value (e.g. 2)")
+    parser.add_argument(
+        "--config",
+        choices=sorted(CONFIGS),
+        default="trace",
+        help="spanpoint's configuration: trace (zero-code tracing), thread (calls durable on "
+        "checkpointed threads), run (calls durable, each test inside spanpoint.run)",
+    )
     parser.add_argument("--fresh-baseline", action="store_true", help="rerun the plain suite")
     parser.add_argument(
         "--rerun", action="store_true", help="rerun the instrumented suite even if cached"

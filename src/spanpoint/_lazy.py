@@ -2,6 +2,9 @@
 
 ``spanpoint``, ``spanpoint.graph`` and ``spanpoint.guard`` keep their names importable while
 ``import spanpoint`` loads neither LangGraph's runtime nor ``langchain.agents``.
+
+``langchain`` is optional (the ``spanpoint[langchain]`` extra, for ``create_agent``
+middleware): a name that needs it, used without it, raises an ``ImportError`` saying so.
 """
 
 from __future__ import annotations
@@ -18,6 +21,26 @@ def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(module), name)
+        try:
+            found = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == LANGCHAIN or (exc.name or "").startswith(LANGCHAIN + "."):
+                raise missing_langchain(f"{package}.{name}") from exc
+            raise
+        return getattr(found, name)
 
     return __getattr__
+
+
+#: The one optional upstream package (``langchain-core`` is required, ``langchain`` is not).
+LANGCHAIN = "langchain"
+
+
+def missing_langchain(what: str) -> ImportError:
+    """The error for ``what`` used without ``langchain`` installed: it names the extra."""
+    return ImportError(
+        f"{what} needs LangChain's agents (the `langchain` package), which is not installed: "
+        "install spanpoint with its langchain extra, `pip install 'spanpoint[langchain]'`. "
+        "Graphs, GraphRunner and the model and tool seams need langchain-core only.",
+        name=LANGCHAIN,
+    )

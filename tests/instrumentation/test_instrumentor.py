@@ -311,21 +311,24 @@ def test_unknown_strategy_is_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize("user_added", [False, True])
-def test_calls_strategy_gives_create_agent_the_middleware_exactly_once(
+def test_calls_strategy_leaves_create_agent_as_the_user_built_it(
     configured: Telemetry, user_added: bool
 ) -> None:
+    """No middleware is injected (it would change the agent LangChain builds): the seams make
+    each call one boundary, and a user's own CheckpointMiddleware stays the only one."""
     from spanpoint.calls.middleware import CheckpointMiddleware
     from spanpoint.graph.inspect import has_checkpoint_middleware
 
     instrumentor = SpanpointInstrumentor()
     instrumentor.instrument(tracer_provider=configured.provider, strategy="calls")
     try:
-        from langchain.agents import create_agent  # after instrument(): the patched name
+        from langchain.agents import create_agent
 
         middleware = [CheckpointMiddleware()] if user_added else []
         agent = create_agent(plan_model(), [lookup], name="support", middleware=middleware)
-        assert has_checkpoint_middleware(agent)
-        agent.invoke({"messages": [("user", "ticket 42?")]})
+        assert has_checkpoint_middleware(agent) is user_added
+        with spanpoint.run("as-built"):
+            agent.invoke({"messages": [("user", "ticket 42?")]})
     finally:
         instrumentor.uninstrument()
     spans = configured.spans()
@@ -334,6 +337,8 @@ def test_calls_strategy_gives_create_agent_the_middleware_exactly_once(
     tools = [s for s in spans if s.name == "execute_tool lookup"]
     assert len(chats) == 2 and len(tools) == 1  # two model turns, one tool call, no doubles
     assert all(parent_of(s, spans) is root for s in chats + tools)
+    kinds = sorted(r.kind for r in configured.store.list_checkpoints("as-built"))
+    assert kinds == ["model_call", "model_call", "tool_call"]
 
 
 def test_default_strategy_traces_agents_without_injecting(instrumented: Telemetry) -> None:
@@ -359,7 +364,7 @@ def test_default_strategy_traces_agents_without_injecting(instrumented: Telemetr
         # graph_call: the agent call is a boundary, and so is every model and tool call
         # (the seams, issue 15): a resume or a retried task replays them by task identity.
         ("graph_call", ["graph_call", "model_call", "model_call", "tool_call"]),
-        # calls: the full middleware, every model and tool call a boundary.
+        # calls: every model and tool call a boundary (the seams), the graph call not.
         ("calls", ["model_call", "model_call", "tool_call"]),
     ],
 )
@@ -369,7 +374,7 @@ def test_agent_boundaries_inside_a_run_follow_the_strategy(
     instrumentor = SpanpointInstrumentor()
     instrumentor.instrument(tracer_provider=configured.provider, strategy=strategy)
     try:
-        from langchain.agents import create_agent  # after instrument(): the patched name
+        from langchain.agents import create_agent
 
         agent = create_agent(plan_model(), [lookup], name="support")
         with spanpoint.run("ticket-4"):

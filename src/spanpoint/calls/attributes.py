@@ -146,15 +146,23 @@ def tool_name(tool: BaseTool | dict[str, Any]) -> str:
 
 
 def _last_ai(response: Any) -> AIMessage | None:
-    # For import time: langchain.agents (about 0.1 s) loads with the first model response
-    # described, not with GraphRunner, which reads only this module's graph attributes.
-    from langchain.agents.middleware.types import ModelResponse
-
-    messages = response.result if isinstance(response, ModelResponse) else [response]
+    messages = response.result if _is_model_response(response) else [response]
     for message in reversed(messages):
         if isinstance(message, AIMessage):
             return message
     return None
+
+
+def _is_model_response(response: Any) -> bool:
+    """Whether ``response`` is a middleware's ``ModelResponse`` (never without langchain,
+    an optional extra: the seams describe ``ChatResult`` messages)."""
+    try:
+        # For import time: langchain.agents (about 0.1 s) loads with the first model
+        # response described, not with GraphRunner.
+        from langchain.agents.middleware.types import ModelResponse
+    except ImportError:
+        return False
+    return isinstance(response, ModelResponse)
 
 
 def describe_model_response(

@@ -4,11 +4,20 @@ Agent or workflow (the span name), which checkpointer it has (a durable one, an 
 ``InMemorySaver`` detected by type, or none), and for ``strategy="calls"`` whether spanpoint's
 ``CheckpointMiddleware`` is installed. The durability policy is enforced here, before the
 graph ever runs.
+
+Whatever a graph or a node is (a ``unittest.mock.Mock``, a ``functools.partial``, an object
+whose ``__getattr__`` raises or makes attributes up), inspecting it never raises and never
+creates an attribute: values are read only where they already exist (:func:`read_attr`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import functools
+import inspect
+import types
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +49,7 @@ def inspect_graph(
     from langgraph.checkpoint.memory import InMemorySaver
 
     is_agent = kind == "agent" or (kind is None and looks_like_agent(graph))
-    saver = getattr(graph, "checkpointer", None)
+    saver = read_attr(graph, "checkpointer")
     has_saver = isinstance(saver, BaseCheckpointSaver)
     warnings: list[str] = []
     if not has_saver:
@@ -69,7 +78,7 @@ def inspect_graph(
         is_agent=is_agent,
         span_name=operation,
         checkpointer_type=type(saver).__name__ if has_saver else None,
-        has_state=has_saver and callable(getattr(graph, "get_state", None)),
+        has_state=has_saver and has_method(graph, "get_state"),
         warnings=tuple(warnings),
         calls_summary=middleware is None or middleware.policy.summary,
     )
@@ -82,9 +91,9 @@ AGENT_INTEGRATIONS = frozenset({"langchain_create_agent", "deepagents"})
 
 def agent_metadata(graph: Any) -> Mapping[str, Any]:
     """The metadata a graph was configured with (``with_config``, ``create_agent``)."""
-    config = getattr(graph, "config", None)
-    metadata = config.get("metadata") if isinstance(config, Mapping) else None
-    return metadata if isinstance(metadata, Mapping) else {}
+    config = read_attr(graph, "config")
+    metadata = config.get("metadata") if _is(config, Mapping) else None
+    return metadata if _is(metadata, Mapping) else {}
 
 
 def looks_like_agent(graph: Any) -> bool:
@@ -164,25 +173,56 @@ def find_checkpoint_middleware(graph: Any) -> Any:
         from spanpoint.calls.middleware import CheckpointMiddleware
     except ImportError:
         return None
-    return _search_graph(graph, CheckpointMiddleware, set())
+    return _search_graph(graph, lambda obj: _is(obj, CheckpointMiddleware), set())
 
 
-def _search_graph(graph: Any, cls: type, graphs: set[int]) -> Any:
+def has_uncheckpointed_subgraph(graph: Any) -> bool:
+    """Whether a graph compiled with ``checkpointer=False`` is reachable from ``graph``'s
+    nodes (a node that is one, or a node that calls one).
+
+    Such a subgraph runs with its parent's durability and no checkpointer, and LangGraph
+    (1.2) then cannot honour ``durability="sync"``: its loop waits for a checkpoint save it
+    never started (``'SyncPregelLoop' object has no attribute '_put_checkpoint_fut'``).
+    Read once per graph object.
+    """
+    try:
+        return _UNCHECKPOINTED[graph]
+    except (KeyError, TypeError):
+        pass
+    found = _search_graph(graph, _uncheckpointed, set()) is not None
+    with contextlib.suppress(TypeError):  # not weakly referenceable: read again next time
+        _UNCHECKPOINTED[graph] = found
+    return found
+
+
+_UNCHECKPOINTED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _uncheckpointed(obj: Any) -> bool:
+    return read_attr(obj, "checkpointer") is False and _is_graph(obj)
+
+
+def _search_graph(graph: Any, match: Callable[[Any], bool], graphs: set[int]) -> Any:
     """Search each node of ``graph`` with a visited set of its own.
 
     One visited set shared across nodes made a node's search stop where an earlier node had
-    only passed by at the depth limit (issue 15 item 6: the false "no CheckpointMiddleware"
-    warning). ``graphs`` holds the graphs already searched, so graphs that hold each other
-    end the search.
+    only passed by at the depth limit (the false "no CheckpointMiddleware" warning).
+    ``graphs`` holds the graphs already searched, so graphs that hold each other end the
+    search.
     """
     if id(graph) in graphs:
         return None
     graphs.add(id(graph))
-    nodes = getattr(graph, "nodes", None)
-    if not isinstance(nodes, Mapping):
+    nodes = read_attr(graph, "nodes")
+    if not _is(nodes, Mapping):
         return None
-    for node in nodes.values():
-        found = _find(getattr(node, "bound", node), cls, set(), 0, graphs)
+    try:
+        found_nodes = list(nodes.values())
+    except Exception:  # a mapping that cannot be read is not searched
+        return None
+    for node in found_nodes:
+        bound = read_attr(node, "bound")
+        found = _find(node if bound is None else bound, match, set(), 0, graphs)
         if found is not None:
             return found
     return None
@@ -190,7 +230,7 @@ def _search_graph(graph: Any, cls: type, graphs: set[int]) -> Any:
 
 def _is_graph(obj: Any) -> bool:
     """A compiled LangGraph graph (nodes and channels), without importing Pregel."""
-    return isinstance(getattr(obj, "nodes", None), Mapping) and hasattr(obj, "channels")
+    return _is(read_attr(obj, "nodes"), Mapping) and read_attr(obj, "channels") is not None
 
 
 def has_checkpoint_middleware(graph: Any) -> bool:
@@ -198,32 +238,124 @@ def has_checkpoint_middleware(graph: Any) -> bool:
     return find_checkpoint_middleware(graph) is not None
 
 
-def _find(obj: Any, cls: type, seen: set[int], depth: int, graphs: set[int]) -> Any:
-    """``obj`` if it is an instance of ``cls``, else the first one reached through closures,
+def _find(
+    obj: Any, match: Callable[[Any], bool], seen: set[int], depth: int, graphs: set[int]
+) -> Any:
+    """``obj`` if it is what ``match`` looks for, else the first one reached through closures,
     bound methods, ``func``/``afunc`` attributes, sequences, mapping values, instance
     attributes or the nodes of a graph reached on the way."""
-    if isinstance(obj, cls):
+    if match(obj):
         return obj
-    if depth > 6 or id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float):
+    if depth > 6 or id(obj) in seen or obj is None or _is(obj, str | bytes | int | float):
         return None
     seen.add(id(obj))
     if _is_graph(obj):
-        return _search_graph(obj, cls, graphs)
-    children: list[Any] = [getattr(obj, "__self__", None)]
-    children.extend(getattr(obj, attr, None) for attr in ("func", "afunc", "__wrapped__"))
-    for cell in getattr(obj, "__closure__", None) or ():
-        try:
-            children.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
-    if isinstance(obj, list | tuple):
-        children.extend(obj)
-    elif isinstance(obj, dict):
-        children.extend(obj.values())
-    elif not isinstance(obj, type) and isinstance(getattr(obj, "__dict__", None), dict):
-        children.extend(vars(obj).values())
-    for child in children:
-        found = _find(child, cls, seen, depth + 1, graphs)
+        return _search_graph(obj, match, graphs)
+    for child in _children(obj):
+        found = _find(child, match, seen, depth + 1, graphs)
         if found is not None:
             return found
     return None
+
+
+def _children(obj: Any) -> list[Any]:
+    """What ``obj`` holds, read without running its code: bound ``__self__``, ``func`` /
+    ``afunc`` / ``__wrapped__``, a partial's arguments, closure cells, items, mapping values,
+    instance attributes."""
+    children = [read_attr(obj, name) for name in ("__self__", "func", "afunc", "__wrapped__")]
+    if _is(obj, functools.partial):
+        children.extend(read_attr(obj, "args") or ())
+        children.extend((read_attr(obj, "keywords") or {}).values())
+    closure = read_attr(obj, "__closure__")
+    if _is(closure, tuple):
+        for cell in closure:
+            if _is(cell, types.CellType):
+                try:
+                    children.append(cell.cell_contents)
+                except ValueError:  # an empty cell
+                    continue
+    if type(obj) in (list, tuple):
+        children.extend(obj)
+    elif type(obj) is dict:
+        children.extend(obj.values())
+    elif not _is(obj, type):
+        instance = _instance_dict(obj)
+        if instance is not None:
+            children.extend(instance.values())
+        children.extend(_slot_values(obj))
+    return children
+
+
+def _slot_values(obj: Any) -> list[Any]:
+    """The values in ``obj``'s slots (``__slots__`` of its type and its bases)."""
+    values = []
+    for klass in type(obj).__mro__:
+        for name, found in vars(klass).items():
+            if name != "__weakref__" and type(found) is types.MemberDescriptorType:
+                try:
+                    values.append(found.__get__(obj, type(obj)))
+                except Exception:  # an empty slot
+                    continue
+    return values
+
+
+# --- reading what exists ---------------------------------------------------------------------
+
+_MISSING = object()
+#: Descriptors implemented in C (slots, ``partial.func``, a function's ``__closure__``, a
+#: method's ``__self__``): reading one runs no user code.
+_C_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+def _is(obj: Any, cls: type | types.UnionType) -> bool:
+    """``isinstance`` by the object's real type: ``isinstance`` also asks ``obj.__class__``,
+    which a mock or a proxy answers with code of its own (that may raise)."""
+    try:
+        return issubclass(type(obj), cls)
+    except Exception:
+        return False
+
+
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
+    """``obj``'s own ``__dict__`` when it has a real one (a copy), else None."""
+    try:
+        found = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    return dict(found) if type(found) is dict else None
+
+
+def read_attr(obj: Any, name: str) -> Any:
+    """``obj.name`` when it exists as data, else None; never runs ``__getattr__``,
+    ``__getattribute__`` or a property, so it never raises and never creates the attribute.
+
+    Read: the instance's ``__dict__``, a C-level descriptor of its type (slots,
+    ``functools.partial.func``, a function's ``__closure__``), or a plain value on the class.
+    Not read: properties and other Python descriptors (their code could do anything).
+    """
+    instance = _instance_dict(obj)
+    if instance is not None and name in instance:
+        return instance[name]
+    try:
+        found = inspect.getattr_static(obj, name, _MISSING)
+    except Exception:
+        return None
+    if found is _MISSING:
+        return None
+    if _is(found, _C_DESCRIPTORS):
+        try:
+            return found.__get__(obj, type(obj))
+        except Exception:
+            return None
+    if hasattr(type(found), "__get__"):  # a property, method or other Python descriptor
+        return None
+    return found
+
+
+def has_method(obj: Any, name: str) -> bool:
+    """Whether ``obj``'s type defines a callable ``name`` (read statically, never called)."""
+    try:
+        found = inspect.getattr_static(obj, name, _MISSING)
+    except Exception:
+        return False
+    return found is not _MISSING and callable(found)

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from spanpoint import semconv, serde
 from spanpoint.errors import UnfingerprintableInputError
+from spanpoint.graph.inspect import has_uncheckpointed_subgraph
 from spanpoint.run import RunScope, current_frame
 
 Action = Literal["start", "continue", "return"]
@@ -275,7 +276,9 @@ def wants_sync_durability(graph: Any, kwargs: Mapping[str, Any]) -> bool:
         return False
     from langgraph.checkpoint.memory import InMemorySaver  # for import time: with the first call
 
-    return not isinstance(saver, InMemorySaver)
+    # A subgraph compiled with checkpointer=False cannot run under "sync" (LangGraph waits for
+    # a save it never starts, docs/compatibility.md): such a graph keeps LangGraph's default.
+    return not isinstance(saver, InMemorySaver) and not has_uncheckpointed_subgraph(graph)
 
 
 # --- the zero-code Pregel.invoke patch ------------------------------------------------------

@@ -11,11 +11,6 @@ LangChain instrumentations of OpenInference and OpenLLMetry use ``langchain``), 
 - ``Pregel.invoke`` / ``ainvoke`` / ``stream`` / ``astream`` (every compiled graph, agents
   included): graph-call spans; inside ``spanpoint.run`` with the ``graph_call`` strategy the
   outermost graph call is a durable boundary;
-- ``langchain.agents.create_agent`` (``calls`` strategy only):
-  :class:`~spanpoint.calls.middleware.CheckpointMiddleware` is added once (never when the agent
-  already has one), so every model and tool call is a boundary inside a run. With the
-  default ``graph_call`` strategy nothing is injected: any wrapping middleware changes the
-  agent LangChain builds;
 - the model and tool seams (``spanpoint.calls.seams``: ``BaseChatModel._generate_with_cache``
   and its async form, ``BaseTool.run`` / ``arun``): ``chat`` and ``execute_tool`` spans for
   every model and tool call, wherever it runs (hand-built nodes, the prebuilt ``ToolNode``,
@@ -47,7 +42,6 @@ from wrapt import wrap_function_wrapper
 
 from spanpoint.config import configure
 from spanpoint.errors import ConfigurationError
-from spanpoint.instrumentation import langchain as langchain_calls
 from spanpoint.instrumentation import pregel, pregel_stream
 from spanpoint.instrumentation.package import instruments
 
@@ -57,9 +51,6 @@ STRATEGY_ENV = "SPANPOINT_STRATEGY"
 DURABLE_ENV = "SPANPOINT_DURABLE"
 
 _PREGEL = "langgraph.pregel.main"
-# create_agent is re-exported by langchain.agents; both names are patched so that
-# ``from langchain.agents import create_agent`` after instrumentation gets the wrapper.
-_CREATE_AGENT_MODULES = ("langchain.agents.factory", "langchain.agents")
 
 
 def strategy_from_env(value: str | None = None) -> str:
@@ -140,30 +131,19 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             wrapper = factory(options, self._switch)
             owner = langgraph_pregel.Pregel
             self._wrap(_PREGEL, f"Pregel.{method}", wrapper, owner=owner, guard=False)
-        if _middleware_available():
-            self._instrument_langchain()
+        if _langchain_core_available():
+            self._instrument_calls()
 
-    def _instrument_langchain(self) -> None:
+    def _instrument_calls(self) -> None:
         # For import time: the seams load langchain-core's chat models and tools.
         from spanpoint.calls import seams, tasks
 
         # The model and tool seams: a boundary in a durable scope, a plain span elsewhere
-        # ($SPANPOINT_DURABLE=off: spans only). They replace span-only invoke patches.
+        # ($SPANPOINT_DURABLE=off: spans only), under either strategy. Nothing else: an
+        # injected middleware would make LangChain build another agent.
         tasks.set_durable_scope(durable_from_env())
         seams.install(self, trace_calls=True)
         tasks.record_positions(self)  # a subgraph's tasks learn their callers' positions
-        if self._strategy != "calls":
-            # graph_call: the graph call is the boundary; models and tools are traced by the
-            # patches above. Injecting a middleware would change the agent LangChain builds
-            # (docs/compatibility.md), so it is only done when calls are the boundaries.
-            return
-        # For import time: the middleware loads langchain.agents (over a second).
-        from spanpoint.calls.middleware import CheckpointMiddleware
-
-        wrapper = langchain_calls.create_agent(CheckpointMiddleware, CheckpointMiddleware)
-        for module_name in _CREATE_AGENT_MODULES:
-            module = importlib.import_module(module_name)
-            self._wrap(module_name, "create_agent", wrapper, owner=module)
 
     def _wrap(
         self, module: str, name: str, wrapper: Callable[..., Any], *, owner: Any, guard: bool = True
@@ -224,11 +204,11 @@ class _Switchable:
         return wrapped(*args, **kwargs)
 
 
-def _middleware_available() -> bool:
-    """Whether LangChain's agent middleware (and so spanpoint's) can be imported."""
+def _langchain_core_available() -> bool:
+    """Whether langchain-core (chat models and tools, so the seams) can be imported."""
     try:
-        importlib.import_module("spanpoint.calls.middleware")
+        importlib.import_module("langchain_core.language_models.chat_models")
     except ImportError as exc:
-        logger.debug("spanpoint: model/tool patches off, langchain unavailable: %s", exc)
+        logger.debug("spanpoint: model/tool seams off, langchain-core unavailable: %s", exc)
         return False
     return True

@@ -24,7 +24,9 @@ attributes are cached, the span is started and made current directly.
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -326,49 +328,97 @@ def _rerunning(
     if target is None and not meta.info.has_state:
         scope = current_run()
         return wrapped if scope is None else noting(wrapped, scope)
-    stamp = _stamps_checkpoints(target)
-    body = (_arerun_body if asynchronous else _rerun_body)(wrapped, graph, target, stamp)
+    body = (_arerun_body if asynchronous else _rerun_body)(wrapped, graph, target)
     return body if target is None else noting(body, target[0])
 
 
-def _rerun_body(wrapped: Callable[..., Any], graph: Any, target: Any, stamp: bool) -> Any:
+def _rerun_body(wrapped: Callable[..., Any], graph: Any, target: Any) -> Any:
     # For import time: loaded by the first call of a graph with a checkpointer.
     from spanpoint.graph import rerun, resume
 
     def body(*a: Any, **kw: Any) -> Any:
         graph_input, config, rest = rerun.split_invoke_args(a, kw)
-        config = resume.traced_call_config(graph, graph_input, config, stamp=stamp)
+        config = resume.traced_call_config(graph, graph_input, config, stamp=False)
+        thread = _PAUSES.before(graph_input, config)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            return wrapped(graph_input, config, **rest)
-        return rerun.invoke_rerunning(wrapped, graph, (graph_input, config), rest, target[0], key)
+            output = wrapped(graph_input, config, **rest)
+        else:
+            args = (graph_input, config)
+            output = rerun.invoke_rerunning(wrapped, graph, args, rest, target[0], key)
+        _PAUSES.after(thread, output)
+        return output
 
     return body
 
 
-def _arerun_body(wrapped: Callable[..., Any], graph: Any, target: Any, stamp: bool) -> Any:
+def _arerun_body(wrapped: Callable[..., Any], graph: Any, target: Any) -> Any:
     from spanpoint.graph import rerun, resume  # for import time (see _rerun_body)
 
     async def body(*a: Any, **kw: Any) -> Any:
         graph_input, config, rest = rerun.split_invoke_args(a, kw)
-        config = await resume.atraced_call_config(graph, graph_input, config, stamp=stamp)
+        config = await resume.atraced_call_config(graph, graph_input, config, stamp=False)
+        thread = _PAUSES.before(graph_input, config)
         key = _boundary_key(target[0], target[1]) if target is not None else ""
         if not key:
-            return await wrapped(graph_input, config, **rest)
-        return await rerun.ainvoke_rerunning(
-            wrapped, graph, (graph_input, config), rest, target[0], key
-        )
+            output = await wrapped(graph_input, config, **rest)
+        else:
+            args = (graph_input, config)
+            output = await rerun.ainvoke_rerunning(wrapped, graph, args, rest, target[0], key)
+        _PAUSES.after(thread, output)
+        return output
 
     return body
 
 
-def _stamps_checkpoints(target: Any) -> bool:
-    """Whether a zero-code call may write spanpoint's keys into LangGraph's checkpoint
-    metadata: only in a durable scope the user chose (a run, or ``SPANPOINT_DURABLE=thread``).
-    Elsewhere the instrumentor changes nothing LangGraph keeps (docs/compatibility.md)."""
-    from spanpoint.calls import tasks  # for import time: loaded with the graph modules above
+class _Pauses:
+    """The span of each thread's last pause, in this process: a zero-code resume links to it.
 
-    return target is not None or tasks.durable_scope() == "thread"
+    Kept here rather than in LangGraph's checkpoint metadata, which the instrumentor leaves
+    exactly as LangGraph writes it (docs/compatibility.md). Bounded: the oldest threads are
+    forgotten first; a thread's pause is forgotten by its next call.
+    """
+
+    _LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._links: OrderedDict[tuple[Any, Any], Any] = OrderedDict()
+
+    def before(self, graph_input: Any, config: Mapping[str, Any]) -> tuple[Any, Any] | None:
+        """Link a resume to its thread's paused span; returns the thread's key (or None)."""
+        configurable = config.get("configurable") or {}
+        thread_id = configurable.get("thread_id")
+        if thread_id is None:
+            return None
+        thread = (thread_id, configurable.get("checkpoint_ns") or "")
+        with self._lock:
+            link = self._links.pop(thread, None)
+        # For import time: loaded with the graph modules above.
+        from langgraph.types import Command
+
+        from spanpoint.graph.resume import link_to_pause
+
+        if link is not None and isinstance(graph_input, Command) and graph_input.resume is not None:
+            link_to_pause(trace.get_current_span(), link)
+        return thread
+
+    def after(self, thread: tuple[Any, Any] | None, output: Any) -> None:
+        """Remember the current span when the call paused at an interrupt."""
+        if thread is None or not (isinstance(output, Mapping) and output.get("__interrupt__")):
+            return
+        from spanpoint.graph.resume import paused_link, traceparent  # for import time
+
+        link = paused_link(traceparent(trace.get_current_span()))
+        if link is None:
+            return
+        with self._lock:
+            self._links[thread] = link
+            while len(self._links) > self._LIMIT:
+                self._links.popitem(last=False)
+
+
+_PAUSES = _Pauses()
 
 
 def _note(scope: Any, output: Any) -> None:
