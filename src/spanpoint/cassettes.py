@@ -3,45 +3,58 @@
 >>> with spanpoint.cassette("tests/cassettes/refund.json"):     # doctest: +SKIP
 ...     result = agent.invoke({"messages": [("user", "Refund ticket 42")]})
 
-A cassette is a durable run whose checkpoint store is a file. Inside ``cassette(...)`` every
-model call and tool call that is a boundary (``CheckpointMiddleware`` today; the seams of
-issue 15 as they land) is looked up in the cassette by its checkpoint key, and replayed from
-it: no model is called, no tool runs. The key is the one spanpoint always computes (content
-fingerprint and position: the boundary path and the ordinal of equal calls) under a fixed
-run id, so it never depends on a run id, a process or the wall clock. A tool whose policy is
-``always_execute`` is no boundary and runs as it always does.
+A cassette is a durable run whose checkpoint store is a file. Opening one installs the call
+seams (``spanpoint.calls.seams``), so every chat-model and tool call of the block is a
+boundary with no other set-up: a plain ``create_agent`` agent, a custom node that calls a
+model, a sub-agent. Each call is looked up in the cassette by its checkpoint key and
+replayed from it: no model is called, no tool runs. The key is the one spanpoint always
+computes (content fingerprint and position) under a fixed run id, so it never depends on a
+run id, a process or the wall clock. A tool whose policy is ``always_execute`` is no
+boundary and runs as it always does.
 
 Modes (as in vcrpy and pytest-recording):
 
-- ``once`` (default): record when the file is absent; otherwise replay, and a call that is
-  not in the cassette raises :class:`~spanpoint.errors.CassetteMissError`;
-- ``none``: replay only (a missing file is an error too);
+- ``once`` (default): record when the file is absent; otherwise replay only;
+- ``none``: replay only (a missing or empty file is an error too);
 - ``new_episodes``: replay what is recorded, execute and record what is new;
-- ``all``: execute every call and record the cassette again.
+- ``all``: execute every call; the file keeps the recorded calls this session did not make
+  again and takes the new answers of those it did;
+- ``rewrite``: execute every call; the file holds exactly this session's calls.
 
-A miss names the call, the nearest recorded call of the same kind and name, and what
-changed: which message (by position and role), which tool definition, which model setting.
-It is detected where the call would reach the model or the tool (LangChain's
-``on_chat_model_start`` / ``on_tool_start``, inside the call's boundary), so nothing is sent.
+Replaying only means offline: a call that would reach a model or a tool raises
+:class:`~spanpoint.errors.CassetteMissError` before it does, whether it is not in the
+cassette, its recorded entry was refused (tampered, corrupt, written by another version),
+or it has no boundary to replay (an explicit ``model.stream()``, an input that cannot be
+fingerprinted). A miss names the call, the nearest recorded call and what changed.
 
-The file is one JSON document, keys sorted, two-space indent, one entry per call in call
-order (reasons in docs/design-notes.md): a reviewer reads the messages, tool arguments and
-answers; a re-recording diffs only where calls changed. Outputs are LangGraph's own
-serialized form, spelled out as JSON, read back through spanpoint's allow list
-(:func:`spanpoint.serde.loads`). Everything written goes through the capture policy's
-redaction: request descriptions are redacted views, and every text of an output is
-redacted too, so a credential never reaches a file that is committed to git. An output that
-redaction had to change cannot replay exactly: the calls after it see the redacted text and
-miss loudly, never silently (keep real credentials out of what a model answers).
+The file is one JSON document: entries sorted by key, keys sorted, two-space indent, and
+nothing that changes from one recording to the next (no trace or span ids, no LangChain
+``lc_run--`` ids, no clock values), so recording the same calls with the same answers again
+rewrites no line, parallel calls included. It is written to a temp file beside it (created
+exclusively, never through a symlink) and renamed over it. Outputs are LangGraph's own
+serialized form spelled out as JSON, read back through spanpoint's allow list
+(:func:`spanpoint.serde.loads`). Everything written is redacted by the capture policy's key
+rule and text patterns, so a credential never reaches a file committed to git; an output
+that redaction had to change cannot replay exactly, and the calls after it miss loudly.
+docs/cassettes.md has the options (``match_on``, ``before_record``, ``strict``,
+``allow_playback_repeats``) and the pytest plugin.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import dataclasses
 import itertools
 import json
+import logging
+import os
+import re
+import sys
 import threading
-from collections.abc import Mapping, Sequence
+import warnings
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,19 +63,23 @@ from uuid import UUID
 
 import ormsgpack
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.tracers.context import register_configure_hook
 
 from spanpoint import semconv
+from spanpoint.calls import seams
 from spanpoint.calls.inputs import message_views
 from spanpoint.capture import REDACTED, CapturePolicy, is_secret_key, redact_text, truncate
 from spanpoint.config import settings
 from spanpoint.errors import CassetteMissError, ConfigurationError
-from spanpoint.run import current_frame, current_run, run
+from spanpoint.run import RunScope, current_frame, current_run, run
 from spanpoint.stores.base import Checkpoint, Claim
 from spanpoint.stores.memory import MemoryStore
 
-CassetteMode = Literal["once", "none", "new_episodes", "all"]
+logger = logging.getLogger("spanpoint")
+
+CassetteMode = Literal["once", "none", "new_episodes", "all", "rewrite"]
 MODES: tuple[str, ...] = get_args(CassetteMode)
 
 #: What a cassette holds. A graph call or a step is never recorded: its identity is its input,
@@ -70,10 +87,29 @@ MODES: tuple[str, ...] = get_args(CassetteMode)
 #: the model and tool calls inside it replay.
 CALL_KINDS = frozenset({semconv.KIND_MODEL_CALL, semconv.KIND_TOOL_CALL})
 
+#: What ``match_on`` may compare of a model call (its tool calls always compare name and
+#: arguments): the model's name, the system prompt, the other messages, the tool
+#: definitions, the model settings.
+MATCH_FIELDS: tuple[str, ...] = ("model", "system_prompt", "messages", "tools", "settings")
+
 #: The run id of every cassette: keys depend on the calls alone, not on a file's name.
 CASSETTE_RUN_ID = "spanpoint.cassette"
 FORMAT_VERSION = 1
 _TEXT_LIMIT = 400  # characters of a message shown in a miss
+_KEY = re.compile(r"[0-9a-f]{64}")
+#: LangChain's per-run message id (``lc_run--<uuid>``): a new one on every recording.
+_RUN_ID_PREFIX = "lc_run-"
+#: What boundary.py warns right before a body executes in place of a replay.
+_EXECUTING = re.compile(r"\bexecuting\b")
+#: A cassette entry keeps no trace ids, so its replay has no link to an original span.
+_NO_LINK = "malformed trace id '' or span id ''"
+
+
+class CassetteError(ConfigurationError):
+    """A cassette file cannot be used: malformed, unsafe to write, or replayed incompletely.
+
+    The message names the file, the entry (by position) and the problem, and what to do.
+    """
 
 
 # --- the file: LangGraph's msgpack spelled out as JSON ---------------------------------------
@@ -119,7 +155,7 @@ def _from_json(value: Any) -> Any:
         if "$ext" in value:
             return ormsgpack.Ext(int(value["$ext"]), _pack(_from_json(value["$data"])))
         if "$bytes" in value:
-            return base64.b64decode(value["$bytes"])
+            return base64.b64decode(value["$bytes"], validate=True)
         if "$map" in value:
             return {_hashable(_from_json(k)): _from_json(v) for k, v in value["$map"]}
         return {k: _from_json(v) for k, v in value.items()}
@@ -144,25 +180,47 @@ def encode_output(output_type: str, data: bytes) -> Any:
 def decode_output(output_type: str, value: Any) -> bytes:
     """The stored bytes of :func:`encode_output`'s JSON."""
     if isinstance(value, dict) and set(value) == {"$bytes"}:
-        return base64.b64decode(value["$bytes"])
+        return base64.b64decode(value["$bytes"], validate=True)
     return _pack(_from_json(value))
 
 
-def _redact_tree(value: Any) -> Any:
-    """Every text redacted, every value under a secret key masked (JSON tree of an output)."""
+def _redact_tree(value: Any, extra: frozenset[str]) -> Any:
+    """Every text redacted, every value under a secret key masked (JSON tree of an output):
+    the capture policy's own key rule (:func:`~spanpoint.capture.is_secret_key`) and text
+    patterns (:func:`~spanpoint.capture.redact_text`), without its size bounds (an output
+    must stay whole to replay)."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, list):
-        return [_redact_tree(v) for v in value]
+        return [_redact_tree(v, extra) for v in value]
     if isinstance(value, dict):
         return {
-            k: (REDACTED if isinstance(k, str) and is_secret_key(k) else _redact_tree(v))
+            k: (
+                REDACTED
+                if isinstance(k, str) and is_secret_key(k, extra)
+                else _redact_tree(v, extra)
+            )
             for k, v in value.items()
         }
     return value
 
 
-# --- what a call asked for (for a miss's message) --------------------------------------------
+def _scrub_run_ids(value: Any) -> Any:
+    """The JSON tree without LangChain's per-run message ids: a message that had one
+    replays with none (LangGraph gives it a fresh id, as it does any id-less message)."""
+    if isinstance(value, list):
+        return [_scrub_run_ids(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: None
+            if k == "id" and isinstance(v, str) and v.startswith(_RUN_ID_PREFIX)
+            else _scrub_run_ids(v)
+            for k, v in value.items()
+        }
+    return value
+
+
+# --- what a call asked for (for a miss's message and for match_on) ----------------------------
 
 
 def describe_messages(
@@ -184,7 +242,26 @@ class _Request:
     detail: dict[str, Any]
 
 
-# --- the cassette ---------------------------------------------------------------------------
+def _matched_view(kind: str, name: str, detail: Mapping[str, Any], match_on: frozenset[str]) -> Any:
+    """What ``match_on`` compares of a call: the chosen parts of its request."""
+    if kind != semconv.KIND_MODEL_CALL:
+        return (kind, name, json.dumps(detail, sort_keys=True, default=str))
+    messages = detail.get("messages") or []
+    view: dict[str, Any] = {}
+    if "model" in match_on:
+        view["model"] = name
+    if "system_prompt" in match_on:
+        view["system_prompt"] = [m for m in messages if m.get("role") == "system"]
+    if "messages" in match_on:
+        view["messages"] = [m for m in messages if m.get("role") != "system"]
+    if "tools" in match_on:
+        view["tools"] = detail.get("tools")
+    if "settings" in match_on:
+        view["settings"] = detail.get("settings")
+    return (kind, json.dumps(view, sort_keys=True, default=str))
+
+
+# --- the cassette's store ----------------------------------------------------------------------
 
 
 @dataclass
@@ -200,13 +277,20 @@ class _State:
     mode: CassetteMode
     replay_only: bool
     capture: CapturePolicy
+    match_on: frozenset[str] | None = None
+    allow_playback_repeats: bool = True
     loaded: dict[str, _Entry] = field(default_factory=dict)
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    played: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def position(self, key: str) -> int:
+        """The entry's number in the file (1-based), as a miss message names it."""
+        return list(self.loaded).index(key) + 1 if key in self.loaded else 0
 
 
 _ACTIVE: ContextVar[_Handler | None] = ContextVar("spanpoint_cassette", default=None)
-#: A model call seen by the callback *before* its boundary opened (the issue-15 model seam on
+#: A model call seen by the callback *before* its boundary opened (the model seam on
 #: ``_generate_with_cache`` opens it after ``on_chat_model_start``): (parent frame identity,
 #: request), taken by the next claim in this context, dropped when the call ends.
 _PENDING: ContextVar[tuple[str, _Request] | None] = ContextVar(
@@ -237,8 +321,10 @@ class CassetteStore(MemoryStore):
         return next(_SESSIONS)
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
-        """A committed call replays; a missing one whose request is pending is recorded, or,
-        replaying only, raises :class:`CassetteMissError` before anything executes."""
+        """A committed call replays; a missing one whose request is pending matches by
+        ``match_on``, is recorded, or, replaying only, raises :class:`CassetteMissError`
+        before anything executes."""
+        state = self.state
         pending = _PENDING.get()
         if pending is not None:
             frame = current_frame()
@@ -247,22 +333,84 @@ class CassetteStore(MemoryStore):
             else:
                 _PENDING.set(None)
         found = super().claim(key, owner, ttl_s, fresh=fresh)
-        if pending is None or found.state == "committed" or key in self.state.loaded:
+        if found.state == "committed":
+            self._played(key, pending[1] if pending else None)
+            return found
+        if pending is None or key in state.loaded:
             return found
         request = pending[1]
         request.path = _child_path(pending[0], request.name)
-        if self.state.replay_only:
+        matched = _match(state, request)
+        if matched is not None:
             self.release(key, owner)
-            raise CassetteMissError(_miss_message(self.state, request))
-        with self.state.lock:
-            self.state.requests[key] = {"kind": request.kind, "detail": request.detail}
+            self._played(matched.checkpoint.key, request)
+            return Claim("committed", dataclasses.replace(matched.checkpoint, key=key))
+        if state.replay_only:
+            self.release(key, owner)
+            raise CassetteMissError(_miss_message(state, request))
+        with state.lock:
+            state.requests[key] = {"kind": request.kind, "detail": request.detail}
         return found
+
+    def _played(self, key: str, request: _Request | None) -> None:
+        state = self.state
+        with state.lock:
+            repeated = state.played[key] > 0 and key in state.loaded
+            state.played[key] += 1
+        if repeated and not state.allow_playback_repeats:
+            path = state.loaded[key].checkpoint.path
+            raise CassetteMissError(
+                f"recorded call #{state.position(key)} {path!r} of cassette "
+                f"{str(state.path)!r} was already played once in this session and "
+                "allow_playback_repeats is False; pass allow_playback_repeats=True when a "
+                "call is meant to replay again (a resumed interrupt replays the calls before it)"
+            )
+
+
+def _match(state: _State, request: _Request) -> _Entry | None:
+    """The first recorded call not played yet that ``match_on`` finds equal to ``request``."""
+    if state.match_on is None or request.kind != semconv.KIND_MODEL_CALL:
+        return None
+    wanted = _matched_view(request.kind, request.name, request.detail, state.match_on)
+    for key, entry in state.loaded.items():
+        recorded, cp = entry.request, entry.checkpoint
+        if recorded is None or cp.kind != request.kind or _parent(cp.path) != _parent(request.path):
+            continue
+        if state.played[key] and not state.allow_playback_repeats:
+            continue
+        view = _matched_view(cp.kind, cp.name, recorded.get("detail") or {}, state.match_on)
+        if view == wanted:
+            return entry
+    return None
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
 
 
 def _child_path(parent_identity: str, name: str) -> str:
     frame = current_frame()
     parent = frame.path if frame is not None and frame.identity == parent_identity else ""
     return f"{parent}/{name}" if parent else name
+
+
+# --- the callbacks: each call right before it reaches its model or tool -----------------------
+
+#: The two ways a chat model is called with no boundary to replay it: ``stream`` and
+#: ``astream`` go to the provider without passing the model seam.
+_STREAM_CODES = frozenset({BaseChatModel.stream.__code__, BaseChatModel.astream.__code__})
+
+
+def _streamed() -> bool:
+    """Whether the model call being started is an explicit ``stream``/``astream``."""
+    frame = sys._getframe(2)
+    for _ in range(40):  # the callback manager's frames, then the model's
+        if frame is None:
+            return False
+        if frame.f_code in _STREAM_CODES:
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _Handler(BaseCallbackHandler):
@@ -310,9 +458,12 @@ class _Handler(BaseCallbackHandler):
         }
         found = self._executing_key("model_call", str(name) if name else None)
         if found is None:
+            request = _Request("model_call", "", str(name or ""), detail)
+            if self.state.replay_only and _streamed():
+                request.path = _child_path(frame.identity, request.name)
+                raise CassetteMissError(_no_boundary_message(self.state, request))
             # Its boundary is not open yet (a seam opens it inside): the next claim in this
             # context is this call's. A call that never gets a boundary drops it at its end.
-            request = _Request("model_call", "", str(name or ""), detail)
             _PENDING.set((frame.identity, request))
             return
         self._seen(_Request("model_call", found[1], found[1].rsplit("/", 1)[-1], detail), found[0])
@@ -346,12 +497,58 @@ class _Handler(BaseCallbackHandler):
 
     def _seen(self, request: _Request, key: str) -> None:
         state = self.state
-        if key in state.loaded:
-            return  # a recorded boundary executing its body: never happens on replay
         if state.replay_only:
+            if key in state.loaded:  # recorded, yet executing: its entry was refused
+                raise CassetteMissError(_refused_message(state, request.kind, request.path, key))
             raise CassetteMissError(_miss_message(state, request))
+        if key in state.loaded:
+            return  # new_episodes re-executing a refused entry: recorded again below
         with state.lock:
             state.requests[key] = {"kind": request.kind, "detail": request.detail}
+
+
+def _guard_warnings(scope: RunScope, state: _State) -> None:
+    """Make the cassette's run raise where a boundary warns that it will execute.
+
+    Every path on which spanpoint executes a boundary's body in place of replaying it warns
+    first, from the boundary, before the body runs: a refused, corrupt or unreadable
+    checkpoint, an input that cannot be fingerprinted. Replaying only, each is a miss.
+    """
+    warn = scope.warn
+
+    def guarded(message: str) -> None:
+        if _NO_LINK in message:
+            return  # a cassette keeps no trace ids: its replays link to no original span
+        warn(message)
+        if state.replay_only and _EXECUTING.search(message):
+            raise CassetteMissError(
+                f"a call would reach its model or tool although cassette "
+                f"{str(state.path)!r} replays only (mode {state.mode!r}): {message}. "
+                "A refused or corrupt entry, or one written by another spanpoint or "
+                "LangChain version, is never executed in its place: record the cassette "
+                "again (mode='rewrite') if the change is intended."
+            )
+
+    scope.warn = guarded  # type: ignore[method-assign]
+
+
+def _refused_message(state: _State, kind: str, path: str, key: str) -> str:
+    what = "model call" if kind == semconv.KIND_MODEL_CALL else "tool call"
+    return (
+        f"{what} {path!r} is recorded in cassette {str(state.path)!r} (entry "
+        f"#{state.position(key)}) but its entry could not be replayed (refused, corrupt, or "
+        f"written by another version), and mode {state.mode!r} replays only: spanpoint would "
+        "have to call it. Record the cassette again (mode='rewrite') if the change is intended."
+    )
+
+
+def _no_boundary_message(state: _State, request: _Request) -> str:
+    return (
+        f"model call {request.path!r} has no boundary to replay (an explicit model.stream() "
+        f"or astream() is never recorded) and cassette {str(state.path)!r} replays only "
+        f"(mode {state.mode!r}): spanpoint would have to call the model. Call the model with "
+        "invoke/ainvoke inside the cassette (LangGraph streams a graph's tokens from those too)."
+    )
 
 
 def _miss_message(state: _State, request: _Request) -> str:
@@ -469,15 +666,27 @@ def _tool_name(tool: Any) -> str:
 
 register_configure_hook(_ACTIVE, inheritable=True)
 
+BeforeRecord = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+
 
 class cassette:
     """Record the model and tool calls of the block once, replay them on every later run.
 
     Args:
         path: the cassette file (created on record; ``.json`` by convention).
-        mode: ``"once"`` (default), ``"none"``, ``"new_episodes"`` or ``"all"`` (see the
-            module docstring).
+        mode: ``"once"`` (default), ``"none"``, ``"new_episodes"``, ``"all"`` or
+            ``"rewrite"`` (see the module docstring).
         capture: the redaction policy for the file (default: ``configure``'s).
+        match_on: what a model call must share with a recorded one to replay it when its
+            key differs, from :data:`MATCH_FIELDS` (``("messages", "tools")`` ignores the
+            system prompt, the model name and its settings). Default: the key alone.
+        before_record: called with each new entry (a JSON dict: ``kind``, ``path``,
+            ``request``, ``output``…) before it is written; returns the entry to write, or
+            None to leave the call out of the cassette.
+        allow_playback_repeats: whether a recorded call may replay more than once in one
+            session (a resumed interrupt replays the calls before it).
+        strict: when the block ends without an error, raise :class:`CassetteError` if a
+            recorded call was never played (see :attr:`unplayed`).
 
     Usable with ``with`` and ``async with``. The block is a durable run (``run_id``
     ``spanpoint.cassette``) whose store is the cassette: do not open ``spanpoint.run``
@@ -490,6 +699,10 @@ class cassette:
         *,
         mode: CassetteMode = "once",
         capture: CapturePolicy | None = None,
+        match_on: Collection[str] | None = None,
+        before_record: BeforeRecord | None = None,
+        allow_playback_repeats: bool = True,
+        strict: bool = False,
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(
@@ -497,13 +710,29 @@ class cassette:
             )
         if not isinstance(path, str | Path) or not str(path):
             raise ConfigurationError(f"cassette path must be a file path, not {path!r}")
+        if match_on is not None:
+            fields = [] if isinstance(match_on, str) else list(match_on)
+            unknown = (
+                [match_on] if isinstance(match_on, str) else sorted(set(fields) - set(MATCH_FIELDS))
+            )
+            if unknown:
+                raise ConfigurationError(
+                    f"match_on takes a collection of {', '.join(MATCH_FIELDS)}, not {unknown!r}"
+                )
+        if before_record is not None and not callable(before_record):
+            raise ConfigurationError(f"before_record must be callable, not {before_record!r}")
         self.path = Path(path)
         self.mode: CassetteMode = mode
+        self.match_on = frozenset(match_on) if match_on is not None else None
+        self.before_record = before_record
+        self.allow_playback_repeats = bool(allow_playback_repeats)
+        self.strict = bool(strict)
         self._capture = capture
         self._state: _State | None = None
         self._store: CassetteStore | None = None
         self._run: run | None = None
         self._token: Token[_Handler | None] | None = None
+        self._kept: list[_Entry] = []
         self.recorded = 0
         self.replayed = 0
 
@@ -515,6 +744,23 @@ class cassette:
         """Whether calls that are not in the cassette execute and are recorded."""
         return self._state is not None and not self._state.replay_only
 
+    @property
+    def unplayed(self) -> list[str]:
+        """``kind path`` of each recorded call this session did not replay, in file order."""
+        state = self._state
+        if state is None:
+            return []
+        return [
+            f"#{i} {e.checkpoint.kind} {e.checkpoint.path!r}"
+            for i, (key, e) in enumerate(state.loaded.items(), start=1)
+            if state.played[key] == 0
+        ]
+
+    @property
+    def all_played(self) -> bool:
+        """Whether every recorded call replayed at least once (vcrpy's ``all_played``)."""
+        return not self.unplayed
+
     def __enter__(self) -> cassette:
         if current_run() is not None:
             raise ConfigurationError(
@@ -523,28 +769,45 @@ class cassette:
             )
         exists = self.path.exists()
         if self.mode == "none" and not exists:
-            raise ConfigurationError(
+            raise CassetteError(
                 f"no cassette at {str(self.path)!r} and mode 'none' replays only; record it "
                 "once with mode='once' (pytest: --spanpoint-record=once)"
             )
         replay_only = self.mode == "none" or (self.mode == "once" and exists)
         capture = self._capture or settings().capture
-        state = _State(self.path, self.mode, replay_only, capture)
+        state = _State(
+            self.path,
+            self.mode,
+            replay_only,
+            capture,
+            match_on=self.match_on,
+            allow_playback_repeats=self.allow_playback_repeats,
+        )
         store = CassetteStore(state)
-        if exists and self.mode != "all":
-            for entry in _read(self.path):
-                if entry.checkpoint.kind not in CALL_KINDS:
-                    continue
+        entries = _read(self.path) if exists and self.mode != "rewrite" else []
+        if self.mode == "all":
+            self._kept = entries  # written again unless this session records them anew
+        else:
+            for entry in entries:
                 state.loaded[entry.checkpoint.key] = entry
                 store.put(entry.checkpoint)
+        if replay_only and not state.loaded:
+            raise CassetteError(
+                f"cassette {str(self.path)!r} holds no calls and mode {self.mode!r} replays "
+                "only: nothing could replay. Delete it and record again (mode='rewrite')"
+            )
         self._state, self._store = state, store
+        seams.install(self, trace_calls=False)
         self._token = _ACTIVE.set(_Handler(state))
         self._run = run(CASSETTE_RUN_ID, name=f"cassette {self.path.name}", store=store)
         try:
             self._run.__enter__()
         except BaseException:
             _ACTIVE.reset(self._token)
+            seams.uninstall(self)
             raise
+        assert self._run.scope is not None
+        _guard_warnings(self._run.scope, state)
         return self
 
     def __exit__(self, *exc_info: Any) -> bool:
@@ -556,6 +819,7 @@ class cassette:
             if self._token is not None:
                 _ACTIVE.reset(self._token)
                 self._token = None
+            seams.uninstall(self)
         state, store = self._state, self._store
         journal = store.list_journal(CASSETTE_RUN_ID)
         self.replayed = sum(1 for j in journal if j.status == "replayed")
@@ -565,11 +829,29 @@ class cassette:
             if cp.key not in state.loaded and cp.kind in CALL_KINDS
         ]
         self.recorded = len(new)
-        if not state.replay_only and (new or not self.path.exists()):
-            entries = list(state.loaded.values()) + [
-                _Entry(cp, state.requests.get(cp.key)) for cp in new
-            ]
-            _write(self.path, entries)
+        failed = exc_info[0] is not None and not suppress
+        if not state.replay_only:
+            if not new and not state.loaded and not failed:
+                message = (
+                    f"cassette {str(self.path)!r} recorded no model or tool call: nothing in "
+                    "the block called a chat model or a tool through LangChain (a call made "
+                    "with the provider's own SDK is not seen)"
+                )
+                logger.warning("spanpoint: %s", message)
+                warnings.warn(message, UserWarning, stacklevel=2)
+            recorded = {cp.key for cp in new}
+            entries = [e for e in self._kept if e.checkpoint.key not in recorded]
+            entries += list(state.loaded.values())
+            entries += [_Entry(cp, state.requests.get(cp.key)) for cp in new]
+            if new or (self.mode in ("all", "rewrite") and entries):
+                _write(self.path, entries, state.capture, self.before_record)
+        elif self.strict and not failed and self.unplayed:
+            unplayed = self.unplayed
+            raise CassetteError(
+                f"cassette {str(self.path)!r} (strict): {len(unplayed)} recorded call(s) were "
+                f"never played: {', '.join(unplayed[:5])}. The code under test no longer makes "
+                "them; record the cassette again (mode='rewrite') or drop strict=True"
+            )
         return suppress
 
     async def __aenter__(self) -> cassette:
@@ -579,65 +861,191 @@ class cassette:
         return self.__exit__(*exc_info)
 
 
-def _write(path: Path, entries: Sequence[_Entry]) -> None:
+# --- writing: stable text, one safe replace ----------------------------------------------------
+
+
+def entry_json(entry: _Entry, capture: CapturePolicy) -> dict[str, Any]:
+    """One entry as the file holds it: redacted, with no per-recording id."""
+    cp = entry.checkpoint
+    output = _scrub_run_ids(encode_output(cp.output_type, cp.output))
+    redacted = _redact_tree(output, capture.redact_keys)
+    return {
+        "key": cp.key,
+        "kind": cp.kind,
+        "name": cp.name,
+        "path": cp.path,
+        "ordinal": cp.ordinal,
+        "request": entry.request,
+        "view": _redact_tree(cp.view, capture.redact_keys),
+        "output_type": cp.output_type,
+        "output": redacted,
+        "output_redacted": entry.redacted or redacted != output,
+    }
+
+
+def _write(
+    path: Path,
+    entries: Sequence[_Entry],
+    capture: CapturePolicy,
+    before_record: BeforeRecord | None = None,
+) -> None:
     calls = []
     for entry in entries:
-        cp = entry.checkpoint
-        output = encode_output(cp.output_type, cp.output)
-        redacted = _redact_tree(output)
-        calls.append(
-            {
-                "key": cp.key,
-                "kind": cp.kind,
-                "name": cp.name,
-                "path": cp.path,
-                "ordinal": cp.ordinal,
-                "request": entry.request,
-                "view": _redact_tree(cp.view),
-                "output_type": cp.output_type,
-                "output": redacted,
-                "output_redacted": entry.redacted or redacted != output,
-                "trace_id": cp.trace_id,
-                "span_id": cp.span_id,
-            }
-        )
+        call = entry_json(entry, capture)
+        if before_record is not None:
+            changed = before_record(call)
+            if changed is None:
+                continue
+            if not isinstance(changed, dict) or changed.get("key") != call["key"]:
+                raise CassetteError(
+                    f"before_record must return the entry (a dict with its key unchanged) or "
+                    f"None, not {type(changed).__name__} for {call['path']!r}"
+                )
+            call = changed
+        calls.append(call)
+    # By key: parallel calls complete in any order, and land in the same place every time.
+    calls.sort(key=lambda c: (c["key"], c["kind"], c["path"]))
     document = {"spanpoint_cassette": FORMAT_VERSION, "calls": calls}
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_text_safely(path, text)
+
+
+def write_text_safely(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file beside it, renamed over it.
+
+    The temp file is created exclusively and never through a symlink (``O_EXCL |
+    O_NOFOLLOW``), and ``path`` itself must not be a symlink: a symlink planted in a
+    repository (``refund.json.tmp -> ~/.bashrc``) is refused, never written through. A file
+    whose text is already ``text`` is left alone. (A shared safe-file helper may take these
+    few lines over.)
+    """
+    data = text.encode("utf-8")
+    if path.is_symlink():
+        raise CassetteError(
+            f"cassette {str(path)!r} is a symlink (to {os.readlink(path)!r}); spanpoint never "
+            "writes a cassette through a link: replace it with a regular file"
+        )
+    try:
+        if path.read_bytes() == data:
+            return
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError as exc:
+        what = "a symlink" if tmp.is_symlink() else "a file"
+        raise CassetteError(
+            f"cannot write cassette {str(path)!r}: its temp path {str(tmp)!r} is already "
+            f"{what} (planted, or left by an interrupted write); remove it and record again"
+        ) from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# --- reading: one CassetteError naming the file, the entry and the problem ---------------------
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "key": str,
+    "kind": str,
+    "name": str,
+    "path": str,
+    "ordinal": int,
+    "output_type": str,
+}
+
+
+def _bad(path: Path, where: str, problem: str) -> CassetteError:
+    return CassetteError(
+        f"cassette {str(path)!r} is malformed at {where}: {problem}; fix the file or delete it "
+        "and record it again (mode='rewrite')"
+    )
 
 
 def _read(path: Path) -> list[_Entry]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        version = document.get("spanpoint_cassette")
-        calls = document["calls"]
-    except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
-        raise ConfigurationError(
-            f"{str(path)!r} is not a spanpoint cassette ({exc}); delete it and record again "
-            "(mode='all')"
-        ) from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise CassetteError(
+            f"{str(path)!r} is not a spanpoint cassette ({type(exc).__name__}: "
+            f"{truncate(str(exc), 200)}); delete it and record again (mode='rewrite')"
+        ) from None
+    if not isinstance(document, dict) or "calls" not in document:
+        raise CassetteError(
+            f"{str(path)!r} is not a spanpoint cassette (no 'calls' list); delete it and record "
+            "again (mode='rewrite')"
+        )
+    version = document.get("spanpoint_cassette")
     if version != FORMAT_VERSION:
-        raise ConfigurationError(
+        raise CassetteError(
             f"cassette {str(path)!r} has format {version!r}, this spanpoint reads "
-            f"{FORMAT_VERSION}; record it again (mode='all')"
+            f"{FORMAT_VERSION}; record it again (mode='rewrite')"
         )
-    entries = []
-    for call in calls:
-        cp = Checkpoint(
-            key=call["key"],
-            run_id=CASSETTE_RUN_ID,
-            path=call["path"],
-            name=call["name"],
-            kind=call["kind"],
-            ordinal=int(call["ordinal"]),
-            output_type=call["output_type"],
-            output=decode_output(call["output_type"], call["output"]),
-            trace_id=call.get("trace_id") or "",
-            span_id=call.get("span_id") or "",
-            view=call.get("view") or {},
-        )
-        entries.append(_Entry(cp, call.get("request"), bool(call.get("output_redacted"))))
+    calls = document["calls"]
+    if not isinstance(calls, list):
+        raise _bad(path, "'calls'", f"a list was expected, not {type(calls).__name__}")
+    entries, seen = [], set()
+    for index, call in enumerate(calls, start=1):
+        entry = _read_entry(path, index, call)
+        if entry.checkpoint.key in seen:
+            raise _bad(path, f"entry #{index}", f"key {entry.checkpoint.key!r} appears twice")
+        seen.add(entry.checkpoint.key)
+        entries.append(entry)
     return entries
+
+
+def _read_entry(path: Path, index: int, call: Any) -> _Entry:
+    where = f"entry #{index}"
+    if not isinstance(call, dict):
+        raise _bad(path, where, f"an object was expected, not {type(call).__name__}")
+    for name, kind in _FIELDS.items():
+        value = call.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _bad(
+                path, f"{where} field {name!r}", f"{_kind_name(kind)} expected, got {value!r:.80}"
+            )
+    if not _KEY.fullmatch(call["key"]):
+        raise _bad(path, f"{where} field 'key'", "64 lowercase hex digits expected")
+    if call["kind"] not in CALL_KINDS:
+        raise _bad(path, f"{where} field 'kind'", f"one of {sorted(CALL_KINDS)} expected")
+    where = f"{where} ({call['kind']} {call['path']!r})"
+    for name in ("request", "view"):
+        if call.get(name) is not None and not isinstance(call[name], dict):
+            raise _bad(path, f"{where} field {name!r}", "an object or null expected")
+    if "output" not in call:
+        raise _bad(path, where, "field 'output' is missing")
+    try:
+        output = decode_output(call["output_type"], call["output"])
+    except RecursionError:
+        raise _bad(path, f"{where} field 'output'", "nested too deeply") from None
+    except (ValueError, TypeError, KeyError, OverflowError, binascii.Error,
+            ormsgpack.MsgpackEncodeError) as exc:  # fmt: skip
+        problem = f"{type(exc).__name__}: {truncate(str(exc), 200)}"
+        raise _bad(path, f"{where} field 'output'", problem) from None
+    cp = Checkpoint(
+        key=call["key"],
+        run_id=CASSETTE_RUN_ID,
+        path=call["path"],
+        name=call["name"],
+        kind=call["kind"],
+        ordinal=call["ordinal"],
+        output_type=call["output_type"],
+        output=output,
+        trace_id="",
+        span_id="",
+        view=call.get("view") or {},
+    )
+    return _Entry(cp, call.get("request"), bool(call.get("output_redacted")))
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return {str: "a string", int: "an integer"}.get(kind, str(kind))  # type: ignore[call-overload]
