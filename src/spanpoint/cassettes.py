@@ -184,24 +184,28 @@ def decode_output(output_type: str, value: Any) -> bytes:
     return _pack(_from_json(value))
 
 
-def _redact_tree(value: Any, extra: frozenset[str]) -> Any:
+def _redact_tree(value: Any, extra: frozenset[str], masked: bool = False) -> Any:
     """Every text redacted, every value under a secret key masked (JSON tree of an output):
     the capture policy's own key rule (:func:`~spanpoint.capture.is_secret_key`) and text
     patterns (:func:`~spanpoint.capture.redact_text`), without its size bounds (an output
-    must stay whole to replay)."""
+    must stay whole to replay).
+
+    Under a secret key a scalar is masked whatever its type, and a mapping or list keeps its
+    shape: its texts are masked and its numbers kept. A count is never a credential, and a
+    reply's usage (``token_usage``) must replay as numbers, or LangChain cannot add it up.
+    """
     if isinstance(value, str):
-        return redact_text(value)
+        return REDACTED if masked else redact_text(value)
     if isinstance(value, list):
-        return [_redact_tree(v, extra) for v in value]
+        return [_redact_tree(v, extra, masked) for v in value]
     if isinstance(value, dict):
-        return {
-            k: (
-                REDACTED
-                if isinstance(k, str) and is_secret_key(k, extra)
-                else _redact_tree(v, extra)
-            )
-            for k, v in value.items()
-        }
+        out = {}
+        for k, v in value.items():
+            if isinstance(k, str) and is_secret_key(k, extra):
+                out[k] = _redact_tree(v, extra, True) if isinstance(v, dict | list) else REDACTED
+            else:
+                out[k] = _redact_tree(v, extra, masked)
+        return out
     return value
 
 
@@ -368,20 +372,25 @@ class CassetteStore(MemoryStore):
 
 
 def _match(state: _State, request: _Request) -> _Entry | None:
-    """The first recorded call not played yet that ``match_on`` finds equal to ``request``."""
+    """The recorded call that ``match_on`` finds equal to ``request``: the first one not
+    played yet, else the first one (a repeat, which ``allow_playback_repeats`` decides)."""
     if state.match_on is None or request.kind != semconv.KIND_MODEL_CALL:
         return None
     wanted = _matched_view(request.kind, request.name, request.detail, state.match_on)
+    repeat = None
     for key, entry in state.loaded.items():
         recorded, cp = entry.request, entry.checkpoint
-        if recorded is None or cp.kind != request.kind or _parent(cp.path) != _parent(request.path):
+        if recorded is None or cp.kind != request.kind:
             continue
-        if state.played[key] and not state.allow_playback_repeats:
+        if _parent(cp.path) != _parent(request.path):
             continue
         view = _matched_view(cp.kind, cp.name, recorded.get("detail") or {}, state.match_on)
-        if view == wanted:
+        if view != wanted:
+            continue
+        if state.played[key] == 0:
             return entry
-    return None
+        repeat = repeat or entry
+    return repeat
 
 
 def _parent(path: str) -> str:
@@ -746,14 +755,17 @@ class cassette:
 
     @property
     def unplayed(self) -> list[str]:
-        """``kind path`` of each recorded call this session did not replay, in file order."""
+        """``#n kind path`` of each recorded call this session did not replay (nor a call
+        enclosing it), in file order."""
         state = self._state
         if state is None:
             return []
+        # A call made inside a replayed call (a sub-agent inside its tool) replays with it.
+        played = tuple(e.checkpoint.path + "/" for k, e in state.loaded.items() if state.played[k])
         return [
             f"#{i} {e.checkpoint.kind} {e.checkpoint.path!r}"
             for i, (key, e) in enumerate(state.loaded.items(), start=1)
-            if state.played[key] == 0
+            if state.played[key] == 0 and not e.checkpoint.path.startswith(played)
         ]
 
     @property
