@@ -341,3 +341,30 @@ def test_before_record_sees_every_new_entry_and_may_leave_it_out(
     assert sorted(seen) == ["model_call"] * 5 + ["tool_call"] * 4
     assert {c["kind"] for c in calls} == {"model_call"} and len(calls) == 5
     assert all(c["note"] == "reviewed" for c in calls)
+
+
+def test_spanpoint_diff_of_two_cassette_files_names_what_changed(
+    configured: Any, tmp_path: Path, server: ChatServer
+) -> None:
+    from typer.testing import CliRunner
+
+    from spanpoint.cli import app
+
+    effects = tmp_path / "effects.txt"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    session(a, make_agent(server.base_url, effects))
+    session(b, make_agent(server.base_url, effects, system_prompt="You are a billing agent."))
+    runner = CliRunner()
+    same = runner.invoke(app, ["diff", str(a), str(a)])
+    assert same.exit_code == 0 and "9 call(s) the same, no difference" in same.output
+    changed = runner.invoke(app, ["diff", str(a), str(b)])
+    assert changed.exit_code == 1, changed.output
+    # The sub-agent's calls are the same calls; the main model's input changed.
+    assert "input_changed   model_call 'gpt-4o'" in changed.output
+    assert "message 0 (system prompt) 'You are a support agent.' -> 'You are a" in changed.output
+    as_json = json.loads(runner.invoke(app, ["diff", "--json", str(a), str(b)]).output)
+    assert {c["status"] for c in as_json["changes"]} >= {"input_changed"}
+    assert as_json["equal"] is False
+    (tmp_path / "junk.json").write_text("[1, 2")
+    bad = runner.invoke(app, ["diff", str(a), str(tmp_path / "junk.json")])
+    assert bad.exit_code == 2 and "is not a spanpoint cassette" in " ".join(bad.output.split())

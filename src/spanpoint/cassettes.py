@@ -581,7 +581,7 @@ def _miss_message(state: _State, request: _Request) -> str:
     if nearest is None:
         return head + f"No {what} named {request.name!r} was recorded. " + fix
     index, recorded = nearest
-    changes = _changes(request.kind, recorded["detail"], request.detail)
+    changes = request_changes(request.kind, recorded["detail"], request.detail)
     shown = (
         "; ".join(changes)
         if changes
@@ -599,14 +599,15 @@ def _nearest(state: _State, request: _Request) -> tuple[int, dict[str, Any]] | N
         cp, recorded = entry.checkpoint, entry.request
         if recorded is None or cp.kind != request.kind or cp.name != request.name:
             continue
-        score = _likeness(request.kind, recorded["detail"], request.detail)
+        score = request_likeness(request.kind, recorded["detail"], request.detail)
         candidate = {"path": cp.path, **recorded}
         if best is None or score > best[0]:
             best = (score, index, candidate)
     return None if best is None else (best[1], best[2])
 
 
-def _likeness(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> int:
+def request_likeness(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> int:
+    """How alike two recorded requests of one kind are (higher: more alike)."""
     if kind == "tool_call":
         return int(old.get("args") == new.get("args"))
     a, b = old.get("messages") or [], new.get("messages") or []
@@ -614,14 +615,17 @@ def _likeness(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> int:
     return same * 4 - abs(len(a) - len(b)) + (old.get("tools") == new.get("tools"))
 
 
-def _short(value: Any) -> str:
+def short_value(value: Any) -> str:
+    """``value`` as a short quoted text, for a message."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return repr(truncate(text, _TEXT_LIMIT))
 
 
-def _changes(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def request_changes(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What changed from request ``old`` to ``new``: the first divergent message, each tool
+    definition and model setting, or a tool call's arguments."""
     if kind == "tool_call":
-        return [f"arguments {_short(old.get('args'))} -> {_short(new.get('args'))}"]
+        return [f"arguments {short_value(old.get('args'))} -> {short_value(new.get('args'))}"]
     out: list[str] = []
     a, b = old.get("messages") or [], new.get("messages") or []
     for i in range(max(len(a), len(b))):
@@ -630,20 +634,19 @@ def _changes(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
         if x == y:
             continue
         if x is None:
-            out.append(f"message {i} ({y['role']}) is new: {_short(y['text'])}")
+            out.append(f"message {i} ({y['role']}) is new: {short_value(y['text'])}")
         elif y is None:
-            out.append(f"message {i} ({x['role']}) is gone: {_short(x['text'])}")
+            out.append(f"message {i} ({x['role']}) is gone: {short_value(x['text'])}")
         else:
             role = x["role"] if x["role"] == y["role"] else f"{x['role']} -> {y['role']}"
             label = "system prompt" if role == "system" else role
             if x.get("text") != y.get("text"):
-                was, now = _short(x["text"]), _short(y["text"])
+                was, now = short_value(x["text"]), short_value(y["text"])
                 out.append(f"message {i} ({label}) {was} -> {now}")
             else:
                 old_calls, new_calls = x.get("tool_calls"), y.get("tool_calls")
-                out.append(
-                    f"message {i} ({role}) tool calls {_short(old_calls)} -> {_short(new_calls)}"
-                )
+                was, now = short_value(old_calls), short_value(new_calls)
+                out.append(f"message {i} ({role}) tool calls {was} -> {now}")
         break  # the first divergent message: later ones follow from it
     old_tools = {_tool_name(t): t for t in old.get("tools") or []}
     new_tools = {_tool_name(t): t for t in new.get("tools") or []}
@@ -653,13 +656,12 @@ def _changes(kind: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[
         elif name not in old_tools:
             out.append(f"tool definition {name!r} added")
         elif old_tools[name] != new_tools[name]:
-            out.append(
-                f"tool definition {name!r} {_short(old_tools[name])} -> {_short(new_tools[name])}"
-            )
+            was, now = short_value(old_tools[name]), short_value(new_tools[name])
+            out.append(f"tool definition {name!r} {was} -> {now}")
     old_set, new_set = old.get("settings") or {}, new.get("settings") or {}
     for key in sorted(set(old_set) | set(new_set)):
         if old_set.get(key) != new_set.get(key):
-            was, now = _short(old_set.get(key)), _short(new_set.get(key))
+            was, now = short_value(old_set.get(key)), short_value(new_set.get(key))
             out.append(f"model setting {key!r} {was} -> {now}")
     return out
 
@@ -1061,3 +1063,11 @@ def _read_entry(path: Path, index: int, call: Any) -> _Entry:
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     return {str: "a string", int: "an integer"}.get(kind, str(kind))  # type: ignore[call-overload]
+
+
+def read_calls(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of the cassette at ``path`` as JSON dicts, in file order, once the file has
+    been checked as replay checks it (:class:`CassetteError` otherwise)."""
+    path = Path(path)
+    _read(path)
+    return list(json.loads(path.read_text(encoding="utf-8"))["calls"])

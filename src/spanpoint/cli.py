@@ -4,9 +4,10 @@
 those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` provides);
 ``spanpoint show RUN_ID`` prints a run's boundaries as a tree per attempt (executed, replayed
 or failed, with durations); ``spanpoint diff RUN_A RUN_B`` names the first boundary where two
-runs diverge (``--json``: stable JSON); ``spanpoint fork RUN_ID --at BOUNDARY --output JSON``
-forks a recorded run at one call with another output; ``spanpoint gc --older-than 30d``
-deletes old runs (retention); ``spanpoint doctor`` says where checkpoints and traces go.
+runs diverge (``--json``: stable JSON), and ``spanpoint diff A.json B.json`` compares two
+cassette files call by call; ``spanpoint fork RUN_ID --at BOUNDARY --output JSON`` forks a
+recorded run at one call with another output; ``spanpoint gc --older-than 30d`` deletes old
+runs (retention); ``spanpoint doctor`` says where checkpoints and traces go.
 Nothing imports this module.
 
 Everything printed that came from a user or a store (run ids, names, paths, exception
@@ -24,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -334,13 +336,16 @@ def diff(
         bool, typer.Option("--json", help="Print the diff as JSON (shape: docs/cli.md).")
     ] = False,
 ) -> None:
-    """Compare two runs boundary by boundary and name the first one where they diverge.
+    """Compare two runs boundary by boundary and name the first one where they diverge; or
+    two cassette files (two paths to files) call by call.
 
     Exit status: 0 when the runs are equal, 1 when they diverge, 2 on bad input.
     """
     from spanpoint.diffs import diff_runs  # for import time: not loaded for --help
     from spanpoint.diffs import render as render_diff  # for import time: likewise
 
+    if Path(run_a).is_file() and Path(run_b).is_file():
+        _diff_cassettes(run_a, run_b, as_json)
     with _opened(store) as st:
         result = diff_runs(st, run_a, run_b)
     if as_json:
@@ -349,6 +354,22 @@ def diff(
     else:
         for line in render_diff(result):
             console.print(line, soft_wrap=True)
+    raise typer.Exit(0 if result.equal else 1)
+
+
+def _diff_cassettes(a: str, b: str, as_json: bool) -> None:
+    from spanpoint.diffs.cassettes import (  # for import time: loads LangChain
+        diff_cassettes,
+        render_cassette_diff,
+    )
+
+    with _refused():
+        result = diff_cassettes(a, b)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), sort_keys=True, indent=2, ensure_ascii=True))
+    else:
+        for line in render_cassette_diff(result):
+            console.print(visible(line), soft_wrap=True)
     raise typer.Exit(0 if result.equal else 1)
 
 
