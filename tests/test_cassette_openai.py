@@ -109,6 +109,40 @@ def test_a_replayed_usage_metadata_equals_the_recorded_one(
     assert total["total_tokens"] == sum(u["total_tokens"] for u in usage)
     text = (tmp_path / "c.json").read_text()
     assert '"token_usage": {' in text and "sk-local-test-key" not in text
+    # Nothing in a reply was a credential: no entry says its output was redacted.
+    assert not any(c["output_redacted"] for c in json.loads(text)["calls"])
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_custom_node_that_calls_a_chat_model_records_and_replays(
+    configured: Any, tmp_path: Path, is_async: bool
+) -> None:
+    """No agent, no middleware: a LangGraph node of one's own calling ChatOpenAI."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    def build(base_url: str) -> Any:
+        model = chat(base_url, MAIN, streaming=False)
+
+        def answer(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [model.invoke(state["messages"])]}
+
+        async def aanswer(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [await model.ainvoke(state["messages"])]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("answer", aanswer if is_async else answer)
+        graph.add_edge(START, "answer")
+        graph.add_edge("answer", END)
+        return graph.compile()
+
+    path = tmp_path / "node.json"
+    with ChatServer(PLANS, FINALS) as server:
+        recorded, first = session(path, build(server.base_url), is_async=is_async)
+        assert server.hits == 1
+    assert first.recorded == 1
+    replayed, second = session(path, build(server.base_url), mode="none", is_async=is_async)
+    assert second.replayed == 1
+    assert dump(replayed) == dump(recorded) and ai_replies(replayed) == ai_replies(recorded)
 
 
 # --- replaying only never goes live ------------------------------------------------------------
