@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -132,7 +133,7 @@ class ChatServer:
         return {
             "id": self._id("chatcmpl-", messages),
             "object": "chat.completion",
-            "created": 1700000000,
+            "created": int(time.time()),  # a clock value: never in a cassette
             "model": model,
             "system_fingerprint": "fp_local",
             "choices": [
