@@ -4,9 +4,10 @@
 those waiting for input, which ``spanpoint input RUN_ID NAME --json VALUE`` provides);
 ``spanpoint show RUN_ID`` prints a run's boundaries as a tree per attempt (executed, replayed
 or failed, with durations); ``spanpoint diff RUN_A RUN_B`` names the first boundary where two
-runs diverge (``--json``: stable JSON); ``spanpoint fork RUN_ID --at BOUNDARY --output JSON``
-forks a recorded run at one call with another output; ``spanpoint gc --older-than 30d``
-deletes old runs (retention); ``spanpoint doctor`` says where checkpoints and traces go.
+runs diverge (``--json``: stable JSON), and ``spanpoint diff A.json B.json`` compares two
+cassette files call by call; ``spanpoint fork RUN_ID --at BOUNDARY --output JSON`` forks a
+recorded run at one call with another output; ``spanpoint gc --older-than 30d`` deletes old
+runs (retention); ``spanpoint doctor`` says where checkpoints and traces go.
 Nothing imports this module.
 
 Everything printed that came from a user or a store (run ids, names, paths, exception
@@ -24,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -275,18 +277,22 @@ def show(run_id: str, store: StoreOption = None) -> None:
             f"[red]no run {quoted(run_id)} in {visible(st.description)}[/]; see `spanpoint runs`"
         )
         raise typer.Exit(1)
+    from spanpoint.forks import attempt_steps  # for import time: not for --help
+
+    checkpoints, journal = st.list_checkpoints(run_id), st.list_journal(run_id)
     attempts: dict[int, list[_Node]] = defaultdict(list)
-    for cp in st.list_checkpoints(run_id):
-        took = _duration(cp.started_at_ns, cp.ended_at_ns)
-        label = f"{visible(cp.kind)} [bold]{visible(cp.path)}[/]  {_MARKS['ok']}  {took}"
-        attempts[cp.attempt].append(_Node(label, cp.span_id, cp.parent_span_id, cp.started_at_ns))
-    for j in st.list_journal(run_id):
-        mark = _MARKS.get(j.status, visible(j.status)) + (
-            f": {visible(j.error)}[/]" if j.error else ("[/]" if j.status == "error" else "")
-        )
-        took = _duration(j.started_at_ns, j.ended_at_ns)
-        label = f"{visible(j.kind)} [bold]{visible(j.path)}[/]  {mark}  {took}"
-        attempts[j.attempt].append(_Node(label, j.span_id, j.parent_span_id, j.started_at_ns))
+    for attempt in range(1, record.attempts + 1):
+        # path#N, as diff pairs boundaries and fork --at names them.
+        for step in attempt_steps(checkpoints, journal, attempt):
+            mark = _MARKS.get(step.status, visible(step.status)) + (
+                f": {visible(step.error)}[/]"
+                if step.error
+                else ("[/]" if step.status == "error" else "")
+            )
+            took = _duration(step.started_at_ns, step.ended_at_ns)
+            label = f"{visible(step.kind)} [bold]{visible(step.label)}[/]  {mark}  {took}"
+            node = _Node(label, step.span_id, step.parent_span_id, step.started_at_ns)
+            attempts[attempt].append(node)
     title = (
         f"run [bold]{visible(run_id)}[/] ({visible(record.name or 'unnamed')}) — "
         f"{record.attempts} attempt(s), last status {visible(record.status)}"
@@ -334,13 +340,16 @@ def diff(
         bool, typer.Option("--json", help="Print the diff as JSON (shape: docs/cli.md).")
     ] = False,
 ) -> None:
-    """Compare two runs boundary by boundary and name the first one where they diverge.
+    """Compare two runs boundary by boundary and name the first one where they diverge; or
+    two cassette files (two paths to files) call by call.
 
     Exit status: 0 when the runs are equal, 1 when they diverge, 2 on bad input.
     """
     from spanpoint.diffs import diff_runs  # for import time: not loaded for --help
     from spanpoint.diffs import render as render_diff  # for import time: likewise
 
+    if Path(run_a).is_file() and Path(run_b).is_file():
+        _diff_cassettes(run_a, run_b, as_json)
     with _opened(store) as st:
         result = diff_runs(st, run_a, run_b)
     if as_json:
@@ -349,6 +358,22 @@ def diff(
     else:
         for line in render_diff(result):
             console.print(line, soft_wrap=True)
+    raise typer.Exit(0 if result.equal else 1)
+
+
+def _diff_cassettes(a: str, b: str, as_json: bool) -> None:
+    from spanpoint.diffs.cassettes import (  # for import time: loads LangChain
+        diff_cassettes,
+        render_cassette_diff,
+    )
+
+    with _refused():
+        result = diff_cassettes(a, b)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), sort_keys=True, indent=2, ensure_ascii=True))
+    else:
+        for line in render_cassette_diff(result):
+            console.print(visible(line), soft_wrap=True)
     raise typer.Exit(0 if result.equal else 1)
 
 
@@ -364,13 +389,14 @@ def fork(
         ),
     ],
     output: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--output",
             help='Its output in the fork, as JSON: a tool result \'"text"\' or \'{"content": '
-            '"..."}\', a model reply \'{"content": "...", "tool_calls": [...]}\'.',
+            '"..."}\', a model reply \'{"content": "...", "tool_calls": [...]}\'. Omitted: '
+            "the cut and every call after it execute again.",
         ),
-    ],
+    ] = None,
     as_: Annotated[
         str | None,
         typer.Option("--as", help="The new run's id (default: RUN_ID.fork-<8 hex digits>)."),
@@ -379,24 +405,30 @@ def fork(
 ) -> None:
     """Fork a recorded run at one call with another output; then run your program again with
     the new run id: the calls before the cut replay, the cut returns the output given, and
-    after it only the calls whose input changed execute.
+    after it only the calls whose input changed execute. Without --output the cut and every
+    call after it execute again.
 
     Exit status: 0 when forked, 2 on bad input (nothing written).
     """
-    from spanpoint.forks import fork as fork_run  # for import time: LangChain's message types
+    # For import time: a fork builds LangChain's message types.
+    from spanpoint.forks import RERUN
+    from spanpoint.forks import fork as fork_run
 
-    try:
-        value = json.loads(output)
-    except ValueError as exc:
-        console.print(
-            f"[red]error:[/] --output must be JSON ({visible(exc)}); a text is quoted: "
-            "--output '\"ticket 8: closed\"'"
-        )
-        raise typer.Exit(2) from exc
+    value = RERUN
+    if output is not None:
+        try:
+            value = json.loads(output)
+        except ValueError as exc:
+            console.print(
+                f"[red]error:[/] --output must be JSON ({visible(exc)}); a text is quoted: "
+                "--output '\"ticket 8: closed\"'"
+            )
+            raise typer.Exit(2) from exc
     with _opened(store) as st:
         new_id = fork_run(run_id, at=at, output=value, new_run_id=as_, store=st)
+    what = f"at {quoted(at)}" if output is not None else f"(it executes again from {quoted(at)})"
     console.print(
-        f"forked run {quoted(run_id)} at {quoted(at)} as [bold]{visible(new_id)}[/]: run your "
+        f"forked run {quoted(run_id)} {what} as [bold]{visible(new_id)}[/]: run your "
         f"program again under spanpoint.run({visible(repr(new_id))}) with the same input",
         soft_wrap=True,
     )

@@ -1,4 +1,4 @@
-"""Forks: a recorded run again, with one call's output overridden (issue 16, build item 2).
+"""Forks: a recorded run again, with one call's output overridden or executed again.
 
 >>> new_id = spanpoint.fork("ticket-42", at="lookup_ticket#2", output="ticket 8: closed")
 >>> with spanpoint.run(new_id):                     # doctest: +SKIP
@@ -7,7 +7,8 @@
 "What would the agent have done if the tool had returned X?" A fork answers it without
 re-paying the run. ``fork`` writes a new run into the store: every checkpoint of the original
 run under the key the new run id gives it, and the override as the output of the *cut* (the
-boundary named by ``at``, the path ``spanpoint show`` prints, ``#N`` for its Nth call). Then
+boundary named by ``at``, the label ``spanpoint show`` prints: the path with ``#N`` for its
+Nth call in the attempt ``spanpoint diff`` reads, the latest that did not fail). Then
 the user runs the same program with the new run id, and spanpoint's ordinary replay does the
 rest: every call before the cut replays; the cut returns the override; after it, a call
 whose input is unchanged replays (its key is the original's, moved to the new run id), and a
@@ -35,19 +36,21 @@ import dataclasses
 import re
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
-
-from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.types import Command
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from spanpoint import semconv, serde
-from spanpoint.calls import results
 from spanpoint.config import settings
 from spanpoint.errors import ForkError, NotReplayable, SerializationError, StoreError
 from spanpoint.run import fork_origin_key, validate_run_id
 from spanpoint.stores import CheckpointStore, open_store
 from spanpoint.stores.base import BoundaryRecord, Checkpoint
+
+if TYPE_CHECKING:
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.types import Command
 
 #: The kinds of boundary a fork can cut at (a graph call's result is the whole graph's).
 CUT_KINDS = frozenset({semconv.KIND_MODEL_CALL, semconv.KIND_TOOL_CALL, semconv.KIND_STEP})
@@ -56,11 +59,22 @@ _AT = re.compile(r"(?P<path>.+?)(?:#(?P<n>\d+))?")
 _CALL_ID = "spanpoint-fork"
 
 
+class _Rerun:
+    """No override: the cut executes again (``fork(..., at=...)`` without ``output``)."""
+
+    def __repr__(self) -> str:
+        return "RERUN"
+
+
+#: ``output`` of a fork that executes the cut and everything after it again.
+RERUN: Any = _Rerun()
+
+
 def fork(
     run_id: str,
     *,
     at: str,
-    output: Any,
+    output: Any = RERUN,
     new_run_id: str | None = None,
     store: CheckpointStore | str | None = None,
 ) -> str:
@@ -70,8 +84,12 @@ def fork(
     Args:
         run_id: the recorded run.
         at: the cut: a path as ``spanpoint show`` prints it (``lookup_ticket``,
-            ``triage/notify``), with ``#N`` for the Nth call of that path (1 for the first).
-        output: what the cut returns in the fork. A tool call: its result text, the fields
+            ``triage/notify``), with ``#N`` for the Nth call of that path (1 for the first)
+            in the attempt ``spanpoint diff`` compares (the latest that did not fail; a fork
+            of a fork is cut as its own runs went).
+        output: what the cut returns in the fork; omitted, the cut and every call that
+            started after it execute again (DBOS's ``fork_workflow``), and only the calls
+            before it replay. A tool call: its result text, the fields
             of a ``ToolMessage`` (``{"content": ...}``), a ``ToolMessage`` or a ``Command``.
             A model call: the reply's text, the fields of an ``AIMessage`` (``{"content":
             ..., "tool_calls": [{"name": ..., "args": {...}}]}``) or an ``AIMessage``. A
@@ -114,7 +132,13 @@ def plan(
         (cp for cp in store.list_checkpoints(run_id) if cp.kind != semconv.KIND_FORK),
         key=lambda cp: (cp.started_at_ns, cp.ended_at_ns),
     )
-    cut, label = _find_cut(run_id, checkpoints, at)
+    journal = store.list_journal(run_id)
+    steps = attempt_steps(checkpoints, journal, chosen_attempt(checkpoints, journal))
+    cut, label, position = _find_cut(run_id, steps, at)
+    rerun = output is RERUN
+    if rerun:  # only what started before the cut replays; the rest executes again
+        before = {id(s.checkpoint) for s in steps[:position] if s.checkpoint is not None}
+        checkpoints = [cp for cp in checkpoints if id(cp) in before]
     old = [cp for cp in checkpoints if cp.identity is None or cp.fingerprint is None]
     if old:
         raise ForkError(
@@ -123,10 +147,11 @@ def plan(
             "identity, so their keys cannot be moved to a new run id; record the run again "
             "with this spanpoint (under a new run id) and fork that run"
         )
-    output_type, data = _override(cut, label, output)
-    enclosing, run_span_id = _enclosing(cut, checkpoints, store.list_journal(run_id))
+    output_type, data = ("", b"") if rerun else _override(cut, label, output)
+    enclosing, run_span_id = _enclosing(cut, checkpoints, journal)
     writes: list[Checkpoint] = []
-    cut_key = ""
+    assert cut.identity is not None and cut.fingerprint is not None
+    cut_key = serde.checkpoint_key(new_run_id, cut.identity, cut.ordinal, cut.fingerprint)
     for cp in checkpoints:
         if cp.key in enclosing:
             continue  # a committed parent would replay whole and never reach the override
@@ -134,7 +159,6 @@ def plan(
         key = serde.checkpoint_key(new_run_id, cp.identity, cp.ordinal, cp.fingerprint)
         moved = dataclasses.replace(cp, key=key, run_id=new_run_id, attempt=0)
         if cp is cut:
-            cut_key = key
             view = {**cp.view, "fork": {"run_id": run_id, "cut": label}}
             moved = dataclasses.replace(moved, output_type=output_type, output=data, view=view)
         writes.append(moved)
@@ -147,6 +171,7 @@ def plan(
         "trace_id": cut.trace_id,
         "span_id": run_span_id,
         "copied": len(writes),
+        "rerun": rerun,
     }
     origin_type, origin_data = serde.dumps(origin)
     now = time.time_ns()
@@ -171,15 +196,82 @@ def plan(
     return writes
 
 
-def _find_cut(run_id: str, checkpoints: Sequence[Checkpoint], at: str) -> tuple[Checkpoint, str]:
-    """The checkpoint ``at`` names, and its name with ``#N`` always spelled out."""
+# --- one attempt's boundaries, labelled as `spanpoint show` prints them ---------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One boundary as one attempt of a run went through it, labelled as it is printed."""
+
+    label: str
+    kind: str
+    path: str
+    status: str
+    started_at_ns: int
+    ended_at_ns: int
+    span_id: str
+    parent_span_id: str | None
+    #: Its committed output (executed in this attempt, or the checkpoint it replayed); None
+    #: for a boundary that failed or was interrupted.
+    checkpoint: Checkpoint | None
+    error: str | None = None
+
+
+def chosen_attempt(checkpoints: Sequence[Checkpoint], journal: Sequence[BoundaryRecord]) -> int:
+    """The attempt a run is shown by in ``diff`` and cut in by ``fork``: the latest attempt
+    in which no boundary failed, else the latest; 0 for a fork no attempt has run yet."""
+    attempts = {
+        cp.attempt for cp in checkpoints if cp.attempt and cp.kind in semconv.BOUNDARY_KINDS
+    }
+    attempts |= {r.attempt for r in journal if r.attempt}
+    if not attempts:
+        return 0
+    failed = {r.attempt for r in journal if r.status == "error"}
+    completed = sorted(attempts - failed)
+    return completed[-1] if completed else max(attempts)
+
+
+def attempt_steps(
+    checkpoints: Sequence[Checkpoint], journal: Sequence[BoundaryRecord], attempt: int
+) -> list[Step]:
+    """Every boundary ``attempt`` went through, in the order they started, labelled
+    ``path#N`` (the Nth boundary of that path in this attempt): what ``spanpoint show``
+    prints for the attempt, ``spanpoint diff`` pairs and ``spanpoint fork --at`` takes.
+
+    Attempt 0 is a fork no attempt has run yet: its copies, in the original run's order.
+    """
+    by_key = {cp.key: cp for cp in checkpoints}
+    found: list[tuple[int, int, Step]] = []
+    for cp in checkpoints:
+        if cp.attempt == attempt and cp.kind in semconv.BOUNDARY_KINDS:
+            step = Step("", cp.kind, cp.path, "ok", cp.started_at_ns, cp.ended_at_ns,
+                        cp.span_id, cp.parent_span_id, cp)  # fmt: skip
+            found.append((cp.started_at_ns, len(found), step))
+    for r in journal if attempt else ():
+        if r.attempt == attempt and r.kind in semconv.BOUNDARY_KINDS:
+            cp = by_key.get(r.key) if r.status == "replayed" else None
+            step = Step("", r.kind, r.path, r.status, r.started_at_ns, r.ended_at_ns,
+                        r.span_id, r.parent_span_id, cp, r.error)  # fmt: skip
+            found.append((r.started_at_ns, len(found), step))
+    seen: dict[str, int] = defaultdict(int)
+    steps = []
+    for _, _, step in sorted(found, key=lambda t: (t[0], t[1])):
+        seen[step.path] += 1
+        steps.append(dataclasses.replace(step, label=f"{step.path}#{seen[step.path]}"))
+    return steps
+
+
+def _find_cut(run_id: str, steps: Sequence[Step], at: str) -> tuple[Checkpoint, str, int]:
+    """The checkpoint ``at`` names, its name with ``#N`` always spelled out, and its place
+    among ``steps`` (the attempt's boundaries in start order, as ``spanpoint show`` prints
+    them)."""
     match = _AT.fullmatch(at.strip()) if isinstance(at, str) else None
     if match is None:
         raise ForkError(f"--at must name a boundary such as 'lookup_ticket#2', not {at!r}")
     path, n = match["path"], match["n"]
-    calls = [cp for cp in checkpoints if cp.path == path]
+    calls = [(i, s) for i, s in enumerate(steps) if s.path == path]
     if not calls:
-        known = sorted({cp.path for cp in checkpoints})
+        known = sorted({s.path for s in steps})
         shown = ", ".join(repr(p) for p in known[:20]) + (", …" if len(known) > 20 else "")
         raise ForkError(
             f"run {run_id!r} has no committed boundary {path!r}; it has {shown or 'none'} (the "
@@ -199,13 +291,19 @@ def _find_cut(run_id: str, checkpoints: Sequence[Checkpoint], at: str) -> tuple[
                 f"run {run_id!r} has {len(calls)} call(s) of {path!r}, so {at!r} names none; "
                 f"use {path}#1 … {path}#{len(calls)}"
             )
-    cut = calls[index - 1]
+    position, step = calls[index - 1]
+    cut = step.checkpoint
+    if cut is None:
+        raise ForkError(
+            f"{path}#{index} {step.status} in run {run_id!r} and committed nothing; fork at a "
+            "boundary that completed"
+        )
     if cut.kind not in CUT_KINDS:
         raise ForkError(
             f"{path}#{index} is a {cut.kind}; a fork overrides one model call, tool call or "
             "step: name one inside it"
         )
-    return cut, f"{path}#{index}"
+    return cut, f"{path}#{index}", position
 
 
 def _enclosing(
@@ -258,6 +356,9 @@ def _override(cut: Checkpoint, label: str, output: Any) -> tuple[str, bytes]:
 
 
 def _ai_message(label: str, output: Any) -> AIMessage:
+    # For import time: `spanpoint show`/`diff` read attempts from here without LangChain.
+    from langchain_core.messages import AIMessage
+
     if isinstance(output, AIMessage):
         return output.model_copy(update={"id": None})
     if isinstance(output, str):
@@ -303,6 +404,11 @@ def _model_value(stored: Any, message: AIMessage) -> Any:
 
 def _tool_value(stored: Any, label: str, name: str, output: Any) -> Any:
     """The override in the shape the cut's output was stored in (a whole tool result)."""
+    # For import time: `spanpoint show`/`diff` read attempts from here without LangChain.
+    from langgraph.types import Command
+
+    from spanpoint.calls import results  # for import time: it loads LangChain
+
     if isinstance(output, Command):
         answered = _answered_call(output)
         result: Any = output
@@ -319,6 +425,9 @@ def _tool_value(stored: Any, label: str, name: str, output: Any) -> Any:
 
 
 def _tool_message(label: str, name: str, output: Any) -> ToolMessage:
+    # For import time: `spanpoint show`/`diff` read attempts from here without LangChain.
+    from langchain_core.messages import ToolMessage
+
     if isinstance(output, ToolMessage):
         return output.model_copy(update={"id": None, "tool_call_id": _CALL_ID})
     fields: dict[str, Any] | None = None
@@ -344,6 +453,9 @@ def _tool_usage(label: str, why: str) -> str:
 
 def _answered_call(command: Command[Any]) -> str | None:
     """The tool-call id a ToolMessage in ``command``'s update answers (replay rebinds it)."""
+    # For import time: `spanpoint show`/`diff` read attempts from here without LangChain.
+    from langchain_core.messages import ToolMessage
+
     update = command.update
     messages = update.get("messages") if isinstance(update, dict) else None
     for message in messages or ():
@@ -355,6 +467,12 @@ def _answered_call(command: Command[Any]) -> str | None:
 def _check_reads_back(kind: str, value: Any) -> None:
     """Raise unless ``value`` (as read back from the store) is what the cut's boundary
     returns when it replays: an AIMessage reply, a ToolMessage or Command."""
+    # For import time: `spanpoint show`/`diff` read attempts from here without LangChain.
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.types import Command
+
+    from spanpoint.calls import results  # for import time: it loads LangChain
+
     if kind == semconv.KIND_MODEL_CALL:
         replies = []
         if isinstance(value, dict):

@@ -1,17 +1,24 @@
-"""Run a test suite with spanpoint auto-instrumentation: ``pytest -p spanpoint.pytest_plugin``.
+"""spanpoint's pytest plugin: cassettes for any test, and an instrumented session on request.
 
-This is how spanpoint proves it changes nothing: LangGraph's own test suite passes the same
-with the plugin as without it (``scripts/compat/langgraph_suite.py``, docs/compatibility.md).
+Installed with spanpoint (the ``pytest11`` entry point), it changes nothing until a test or a
+command line asks for it:
 
-At configure time the plugin builds a private SDK tracer provider (never the global one, so
-the suite under test sees the OpenTelemetry state it expects), wires spanpoint to it with an
-in-memory checkpoint store, and applies :class:`~spanpoint.instrumentation.SpanpointInstrumentor`.
-Every span is really created, attributed and ended; a counting processor keeps only the
-number of spans per operation (not the spans, so memory stays flat over thousands of tests).
-
-The counts are printed in the terminal summary and, when ``SPANPOINT_PLUGIN_REPORT`` names a
-file, appended to it as one JSON line per process (pytest-xdist workers included), so a
-caller can check that the instrumentation was live.
+- **Cassettes.** ``@pytest.mark.spanpoint_cassette(path, mode=..., match_on=...,
+  strict=..., allow_playback_repeats=...)`` or the ``spanpoint_cassette`` fixture runs the
+  test inside :class:`spanpoint.cassette`; ``--spanpoint-record=MODE`` sets the mode of every
+  cassette of the session (``none`` in CI). docs/cassettes.md has the details.
+- **An instrumented session** (``--spanpoint-instrument``, or the module named with
+  ``-p spanpoint.pytest_plugin``): this is how spanpoint proves it changes nothing.
+  LangGraph's own test suite passes the same with it as without it
+  (``scripts/compat/upstream_suite.py``, docs/compatibility.md). At configure time the
+  plugin builds a private SDK tracer provider (never the global one, so the suite under test
+  sees the OpenTelemetry state it expects), wires spanpoint to it with an in-memory
+  checkpoint store, and applies :class:`~spanpoint.instrumentation.SpanpointInstrumentor`.
+  Every span is really created, attributed and ended; a counting processor keeps only the
+  number of spans per operation (not the spans, so memory stays flat over thousands of
+  tests). The counts are printed in the terminal summary and, when
+  ``SPANPOINT_PLUGIN_REPORT`` names a file, appended to it as one JSON line per process
+  (pytest-xdist workers included), so a caller can check that the instrumentation was live.
 """
 
 from __future__ import annotations
@@ -60,12 +67,26 @@ class _State:
     provider: TracerProvider | None = None
 
 
+PLUGIN_NAME = "spanpoint.pytest_plugin"
+
+
+def _instrumenting(config: pytest.Config) -> bool:
+    """Whether this session asked for the instrumented session (see the module docstring)."""
+    if config.getoption("--spanpoint-instrument", default=False):
+        return True
+    named = getattr(config.known_args_namespace, "plugins", None) or []
+    return PLUGIN_NAME in named
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Configure spanpoint on a private provider and instrument LangGraph/LangChain."""
+    """Declare the marker; configure spanpoint and instrument only when asked to."""
     config.addinivalue_line(
         "markers",
-        f"{CASSETTE_MARKER}(path, *, mode='once'): run the test inside spanpoint.cassette(path)",
+        f"{CASSETTE_MARKER}(path=None, *, mode='once', match_on=None, strict=False, "
+        "allow_playback_repeats=True): run the test inside spanpoint.cassette(path)",
     )
+    if not _instrumenting(config):
+        return
     # For import time: pytest loads the plugin in every session; spanpoint loads when enabled.
     import spanpoint
     from spanpoint.instrumentation import SpanpointInstrumentor
@@ -80,19 +101,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Remove the patches and report the span counts of this process."""
+    """Remove the patches and report the span counts of this process (instrumented only)."""
+    counter = _State.counter
+    if counter is None:
+        return
     from spanpoint.instrumentation import SpanpointInstrumentor  # for import time (see above)
 
     SpanpointInstrumentor().uninstrument()
-    counter = _State.counter
     path = os.environ.get(REPORT_ENV)
-    if counter is not None and path:
+    if path:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         line = json.dumps({"worker": worker, "spans": dict(counter.counts)})
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
     if _State.provider is not None:
         _State.provider.shutdown()
+    _State.counter = _State.provider = None
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -105,21 +129,32 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_line(f"spanpoint: instrumented, {total} spans ({detail})")
 
 
-# --- cassettes (issue 16): record a test's model and tool calls once, replay them in CI -----
+# --- cassettes: record a test's model and tool calls once, replay them in CI -----------------
 
 CASSETTE_MARKER = "spanpoint_cassette"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """``--spanpoint-record=MODE``: the mode of every cassette in this session."""
+    """``--spanpoint-record=MODE`` and ``--spanpoint-instrument``."""
     group = parser.getgroup("spanpoint")
     group.addoption(
         "--spanpoint-record",
         action="store",
         default=None,
-        choices=("once", "none", "new_episodes", "all"),
-        help="record mode of spanpoint cassettes: once (default), none, new_episodes, all",
+        choices=("once", "none", "new_episodes", "all", "rewrite"),
+        help="record mode of spanpoint cassettes: once (default), none, new_episodes, all, rewrite",
     )
+    group.addoption(
+        "--spanpoint-instrument",
+        action="store_true",
+        default=False,
+        help="run the session with spanpoint's zero-code instrumentation on a private tracer "
+        "provider (span counts in the summary)",
+    )
+
+
+#: The marker's keyword arguments that go to spanpoint.cassette as they are.
+_CASSETTE_OPTIONS = ("match_on", "strict", "allow_playback_repeats", "before_record")
 
 
 @pytest.fixture(autouse=True)
@@ -142,8 +177,11 @@ def spanpoint_cassette(request: pytest.FixtureRequest) -> Any:
 
     marker = request.node.get_closest_marker(CASSETTE_MARKER)
     node_path = Path(str(request.node.path))
-    if marker is not None and marker.args:
-        path = Path(str(marker.args[0]))
+    kwargs = dict(marker.kwargs) if marker is not None else {}
+    named = marker.args[0] if marker is not None and marker.args else kwargs.pop("path", None)
+    kwargs.pop("path", None)
+    if named is not None:
+        path = Path(str(named))
         if not path.is_absolute():
             path = Path(str(request.config.rootpath)) / path
     else:
@@ -151,7 +189,13 @@ def spanpoint_cassette(request: pytest.FixtureRequest) -> Any:
         path = node_path.parent / "cassettes" / node_path.stem / name
     if not path.suffix:
         path = path.with_suffix(".json")
-    marker_mode = marker.kwargs.get("mode") if marker is not None else None
-    mode = request.config.getoption("--spanpoint-record") or marker_mode or "once"
-    with cassette(path, mode=mode) as active:
+    unknown = sorted(set(kwargs) - {"mode", *_CASSETTE_OPTIONS})
+    if unknown:
+        raise pytest.UsageError(
+            f"@pytest.mark.{CASSETTE_MARKER} takes mode and {', '.join(_CASSETTE_OPTIONS)}, "
+            f"not {', '.join(unknown)}"
+        )
+    mode = request.config.getoption("--spanpoint-record") or kwargs.pop("mode", None) or "once"
+    kwargs.pop("mode", None)
+    with cassette(path, mode=mode, **kwargs) as active:
         yield active

@@ -1,8 +1,9 @@
 """Two runs compared boundary by boundary, down to the first call where they diverge.
 
 :func:`diff_runs` reads the store protocol only (``get_run``, ``list_checkpoints``,
-``list_journal``). Each run's boundaries (:func:`run_boundaries`: what it executed, and what
-it replayed of a fork's copies) are walked in commit order and paired: the same call with
+``list_journal``). Each run is read in one attempt, the latest that did not fail
+(:func:`spanpoint.forks.chosen_attempt`); its boundaries (:func:`run_boundaries`: what that
+attempt executed and what it replayed) are walked in commit order and paired: the same call with
 the same input first (equal identity path, ordinal and fingerprint), then by *label*: the
 path ``spanpoint show`` prints with ``#N`` for the Nth boundary of that path
 (``lookup_ticket#2``), as ``spanpoint fork --at`` takes it. The first boundary that differs

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import difflib
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ from spanpoint.diffs.types import (
     ValueChange,
 )
 from spanpoint.errors import SpanpointError, UnknownRunError
+from spanpoint.forks import attempt_steps, chosen_attempt
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore, RunRecord
 
 TEXT_LIMIT = 2000  # bytes of one decoded output text kept in a diff
@@ -31,32 +31,18 @@ TEXT_LIMIT = 2000  # bytes of one decoded output text kept in a diff
 def run_boundaries(
     checkpoints: Sequence[Checkpoint], journal: Sequence[BoundaryRecord]
 ) -> list[tuple[str, Checkpoint]]:
-    """A run's boundaries as the run went through them, labelled, in commit order.
+    """A run's committed boundaries as its :func:`chosen_attempt` went through them,
+    labelled as :func:`attempt_steps` labels them, in commit order.
 
-    They are the checkpoints the run executed, and those a fork copied into it (attempt 0)
-    that its own attempts replayed; a fork that no attempt ran yet is all its copies. A copy
-    the fork's run went past (its input changed there, so it executed anew) is none of its
-    boundaries. Times are the run's own: a replayed copy's come from the journal. The label
-    is ``path#N``, the Nth boundary of that path in the order they started: the form
-    ``spanpoint fork --at`` takes.
+    They are what that attempt executed and what it replayed (of a fork's copies, or of
+    earlier attempts); a fork that no attempt ran yet is all its copies. Times are the
+    attempt's own: a replayed boundary's come from the journal. One attempt, never a mix:
+    a boundary replayed again by a later attempt keeps one place and one label.
     """
-    boundaries = [cp for cp in checkpoints if cp.kind in semconv.BOUNDARY_KINDS]
-    ran = bool(journal) or any(cp.attempt for cp in boundaries)
-    replays = {r.key: r for r in journal if r.status == "replayed"}
-    timed: list[tuple[int, int, Checkpoint]] = []
-    for cp in boundaries:
-        if cp.attempt == 0 and ran:
-            record = replays.get(cp.key)
-            if record is not None:
-                timed.append((record.started_at_ns, record.ended_at_ns, cp))
-        else:
-            timed.append((cp.started_at_ns, cp.ended_at_ns, cp))
-    labels: dict[int, str] = {}
-    seen: dict[str, int] = defaultdict(int)
-    for _, _, cp in sorted(timed, key=lambda t: t[0]):  # stable: ties keep commit order
-        seen[cp.path] += 1
-        labels[id(cp)] = f"{cp.path}#{seen[cp.path]}"
-    return [(labels[id(cp)], cp) for _, _, cp in sorted(timed, key=lambda t: t[1])]
+    steps = attempt_steps(checkpoints, journal, chosen_attempt(checkpoints, journal))
+    committed = [s for s in steps if s.checkpoint is not None]
+    committed.sort(key=lambda s: s.ended_at_ns)  # stable: ties keep start order
+    return [(s.label, s.checkpoint) for s in committed if s.checkpoint is not None]
 
 
 def diff_runs(store: CheckpointStore, run_a: str, run_b: str) -> RunDiff:
