@@ -5,15 +5,18 @@ messages, pydantic models and dataclasses) with the pickle fallback off. They ar
 spanpoint's own reviver, through an explicit allow list: a stored row is data written by
 whoever can write the store, so a type it names is looked up in the list before anything is
 imported or called, and anything else is refused (:class:`UntrustedCheckpointError`; the
-boundary then executes again). See "Threat model" in docs/design-notes.md.
+boundary then executes again). See "Threat model" in docs/design-notes.md. An output is
+committed only if it reads back as an equal value of the same type at every level (the
+shapes LangGraph's writer would flatten, such as tuples, are written as its extensions);
+anything else is :class:`SerializationError`, and the boundary executes again next time.
 
 Inputs are never stored: a boundary's identity uses a sha256 *fingerprint* of a typed,
 canonical, content-only view of its arguments. Every value carries its type in that view, so
 two different inputs cannot share a fingerprint by construction; a value whose state cannot
-be read faithfully is :class:`UnfingerprintableInputError` (the boundary is then not
-cacheable), never a fingerprint of its type name. Volatile values that LangChain assigns at
-run time (message ids, run ids, timestamps) are left out of that view, so that a replayed run
-computes the same keys as the original one.
+be read faithfully (an allow list of shapes decides) is :class:`UnfingerprintableInputError`
+(the boundary is then not cacheable), never a fingerprint of its type name. Volatile values
+that LangChain assigns at run time (message ids, run ids, timestamps) are left out of that
+view, so that a replayed run computes the same keys as the original one.
 """
 
 from __future__ import annotations
