@@ -213,6 +213,7 @@ ORDINARY_TEXTS = [
     'response_metadata: {"token_usage": {"prompt_tokens": 9, "completion_tokens": 2}}',
     "max_tokens=256 temperature=0.2",
     "reset your password from the settings page",
+    "to reset your password: open the settings page",
     "risk-based task-force skills: sk-learn",
     "ghost_town and hf_ prefix alone",
     "https://example.com:8080/path?page=2&lang=en",
@@ -255,7 +256,8 @@ def embeddings(name: str, value: str, draw: Any) -> list[tuple[str, str]]:
     before = " ".join(draw(WORDS))
     return [
         ("name=value", f"{before} {name}={value} end"),
-        ("name: value", f"{before} {name}: {value}"),
+        ("name: value", f"{before}\n{name}: {value}"),
+        ("inline name: value", f"{before}, {name}: {value}"),
         ("JSON", json.dumps({"model": "m", name: value, "n": 1})),
         ("repr", repr({"model": "m", name: value, "n": 1})),
         ("URL query", f"url=https://api.example.com/v1/x?lang=en&{name}={value}&n=1"),

@@ -12,7 +12,9 @@ the SQLite store and its ``-wal``/``-shm`` files, cassettes) goes through here:
   application's and is left as it is.
 
 A refusal is an :class:`~spanpoint.errors.UnsafePathError` naming the path and the fix.
-Checks are made on the opened descriptor (``fstat``), never on a path looked up again.
+Checks are made on the opened descriptor (``fstat``), never on a path looked up again. The
+files SQLite holds open are checked through an ``O_PATH`` descriptor (:func:`stat_owned`):
+closing an ordinary one would drop SQLite's locks in this process.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a planted FIFO must not hang the open
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_PATH = getattr(os, "O_PATH", 0)  # a descriptor that only names a file (Linux)
 #: errnos that mean "this place cannot be written by this user", not "something is wrong".
 _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
@@ -68,6 +71,15 @@ def _check_owner(path: Path, info: os.stat_result, what: str) -> None:
             f"{path} belongs to {_owner_name(info.st_uid)}, not to the current user "
             f"({_owner_name(me)}); spanpoint keeps {what} only in a {what} of its own. "
             f"Remove or move it (rm -r {path}), or point spanpoint at a path you own"
+        )
+
+
+def _check_regular(path: Path, info: os.stat_result) -> None:
+    _check_owner(path, info, "file")
+    if info.st_nlink != 1:
+        raise UnsafePathError(
+            f"{path} has {info.st_nlink} hard links; spanpoint does not write a file that is "
+            f"also another path. Remove it (rm {path}) and run again"
         )
 
 
@@ -151,12 +163,7 @@ def open_owned(path: Path, flags: int, *, create: bool = True) -> tuple[int, os.
     try:
         info = os.fstat(fd)
         if stat.S_ISREG(info.st_mode):
-            _check_owner(path, info, "file")
-            if info.st_nlink != 1:
-                raise UnsafePathError(
-                    f"{path} has {info.st_nlink} hard links; spanpoint does not write a file "
-                    f"that is also another path. Remove it (rm {path}) and run again"
-                )
+            _check_regular(path, info)
             tighten(fd, path, info)
         os.set_blocking(fd, True)
     except BaseException:
@@ -165,38 +172,70 @@ def open_owned(path: Path, flags: int, *, create: bool = True) -> tuple[int, os.
     return fd, info
 
 
-def check_owned(path: Path) -> bool:
-    """Check an existing file spanpoint did not open itself (SQLite's ``-wal``/``-shm``):
-    not a symlink, a regular file of the current user's, tightened to ``0600``. False when
-    there is no such file."""
+def stat_owned(path: Path) -> os.stat_result | None:
+    """The status of the file at ``path`` (None when there is none), checked and tightened as
+    :func:`open_owned` does, without opening the file for reading or writing.
+
+    For the files SQLite holds open (a database, its ``-wal`` and ``-shm``): closing *any*
+    descriptor of a file drops every POSIX lock this process holds on it, SQLite's included,
+    and another process could then reset the WAL under a live connection. An ``O_PATH``
+    descriptor (Linux) holds no lock and drops none; elsewhere the check is an ``lstat``.
+    Returns the status from before any tightening."""
+    path = Path(path)
     try:
-        fd, info = open_owned(path, os.O_RDONLY, create=False)
+        fd = os.open(path, _PATH | _NOFOLLOW | _CLOEXEC) if _PATH else None
+        info = os.fstat(fd) if fd is not None else os.lstat(path)
     except FileNotFoundError:
-        return False
-    os.close(fd)
-    if not stat.S_ISREG(info.st_mode):
+        return None
+    try:
+        if stat.S_ISLNK(info.st_mode):
+            raise _refuse_link(path, "a file")
+        if stat.S_ISREG(info.st_mode):
+            _check_regular(path, info)
+            mode = stat.S_IMODE(info.st_mode)
+            if mode & 0o077:
+                # Through the descriptor where there is one: the path may have changed since.
+                where = f"/proc/self/fd/{fd}" if fd is not None else path
+                try:
+                    os.chmod(where, 0o600)
+                except OSError as exc:
+                    logger.warning(
+                        "spanpoint: %s is readable by other users (mode %o) and could not be "
+                        "tightened (%s); run: chmod 600 %s",
+                        path,
+                        mode,
+                        exc,
+                        path,
+                    )
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return info
+
+
+def claim(path: Path) -> os.stat_result | None:
+    """Create ``path`` empty and ``0600`` with ``O_EXCL`` unless something is there, then
+    check it (:func:`stat_owned`). Claims a file another program (SQLite) opens by name, so
+    that no symlink can be planted there first. None only in a read-only place where there
+    is no such file."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        if exc.errno not in _READ_ONLY:
+            raise
+    return stat_owned(path)
+
+
+def claim_regular(path: Path) -> None:
+    """:func:`claim` a file that must be a regular file (SQLite's ``-wal``/``-shm``)."""
+    info = claim(path)
+    if info is not None and not stat.S_ISREG(info.st_mode):
         raise UnsafePathError(
             f"{path} is not a regular file (a device, a pipe or a folder); remove it "
             f"(rm {path}) and run again"
         )
-    return True
-
-
-def create_owned(path: Path) -> bool:
-    """Create ``path`` empty and ``0600`` unless a file is there; an existing one is checked
-    (:func:`check_owned`). Claims a file another program would create by name, so that no
-    symlink can be planted there first. True when this call created it."""
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600))
-    except FileExistsError:
-        check_owned(path)
-        return False
-    except OSError as exc:
-        if exc.errno not in _READ_ONLY:
-            raise
-        check_owned(path)  # a read-only place: nobody can plant a file there either
-        return False
-    return True
 
 
 def tighten(fd: int, path: Path, info: os.stat_result) -> bool:
@@ -231,13 +270,13 @@ def replace_private(path: Path, data: bytes) -> None:
     never a part."""
     path = Path(path)
     if os.path.lexists(path):
-        check_owned(path)
+        claim_regular(path)
     temp = path.with_name(path.name + ".tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
     try:
         fd = os.open(temp, flags, 0o600)
     except FileExistsError:
-        check_owned(temp)  # refuses a symlink or someone else's file
+        claim_regular(temp)  # refuses a symlink or someone else's file
         os.unlink(temp)
         fd = os.open(temp, flags, 0o600)
     try:

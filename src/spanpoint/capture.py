@@ -621,7 +621,8 @@ def _mask_pairs(text: str) -> str:
 
     Every separator is looked at, including those inside the value of a pair whose name is
     not secret: that value may hold a pair that is (``url=https://h/?api_key=X``,
-    ``error: token=X``)."""
+    ``error: token=X``). A ``:`` after a plain word in the middle of prose is no pair
+    (:func:`_keyed`)."""
     out: list[str] = []
     done = 0
     sep = _SEPARATOR.search(text)
@@ -638,7 +639,9 @@ def _mask_pairs(text: str) -> str:
         ):
             in_query = start > 0 and text[start - 1] in "?&"
             name = named[2][::-1]
-            if is_secret_key(name) or (in_query and name.lower() in _QUERY_SECRETS):
+            if (text[at] == "=" or named[1] or _keyed(text, start, name)) and (
+                is_secret_key(name) or (in_query and name.lower() in _QUERY_SECRETS)
+            ):
                 value = _VALUE.match(text, at + 1)
                 if value is not None and value[1] is None:
                     group = next(g for g in (3, 4, 5) if value.start(g) >= 0)
@@ -650,6 +653,16 @@ def _mask_pairs(text: str) -> str:
         return text
     out.append(text[done:])
     return "".join(out)
+
+
+def _keyed(text: str, start: int, name: str) -> bool:
+    """Whether an unquoted ``name:`` at ``start`` is a key, not a word of prose ("reset your
+    password: go to settings"): a compound name (``api_key``, ``X-Api-Key``, ``apiKey``), or
+    one that starts a line or follows an opening bracket, a comma or a semicolon."""
+    if any(c in name for c in "_-.") or not name[1:].islower():
+        return True
+    before = text[:start].rstrip(" \t")
+    return not before or before[-1] in "\n{[(,;"
 
 
 def _closing(text: str, start: int) -> int:

@@ -28,7 +28,7 @@ from langchain_core.tools import tool
 from langgraph.types import interrupt
 
 import spanpoint
-from spanpoint._files import create_owned, open_owned, private_folder
+from spanpoint._files import claim_regular, private_folder
 from spanpoint.graph import GraphRunner, RunRequest, build_resume_request, wait_for_interrupt
 from spanpoint.graph.results import RunResult
 from spanpoint.run import current_run
@@ -240,8 +240,7 @@ def langgraph_checkpointer(folder: Path) -> Any:
     path = folder / "demo-langgraph.db"
     # Never through a planted symlink nor into another user's file, as the store opens its.
     private_folder(folder)
-    os.close(open_owned(path, os.O_RDWR)[0])
-    for companion in ("-wal", "-shm"):
-        create_owned(Path(f"{path}{companion}"))
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        claim_regular(name)
     conn = sqlite3.connect(path, check_same_thread=False)
     return SqliteSaver(conn)

@@ -9,6 +9,7 @@ boundaries execute again.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from spanpoint._files import create_owned, open_owned, private_folder
+from spanpoint._files import claim, claim_regular, private_folder
 from spanpoint.errors import (
     CorruptCheckpointError,
     StoreError,
@@ -271,12 +272,14 @@ class SqliteStore(RunPages):
 
     def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = None
-        fd: int | None = None
         try:
             # Never through a symlink nor into another user's file: the database, its folder
-            # and the -wal/-shm files SQLite opens by name are claimed or checked first.
+            # and the -wal/-shm files SQLite opens by name are claimed or checked first,
+            # without a descriptor whose close would drop SQLite's locks (spanpoint._files).
             private_folder(self.path.parent)
-            fd, info = open_owned(self.path, os.O_RDWR)
+            info = claim(self.path)
+            if info is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", str(self.path))
             if not stat.S_ISREG(info.st_mode):
                 raise StoreUnavailableError(
                     f"cannot open the checkpoint store {self.description}: it is not a regular "
@@ -284,8 +287,8 @@ class SqliteStore(RunPages):
                     "such as .spanpoint/checkpoints.db"
                 )
             for companion in (Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-                create_owned(companion)
-            if stat.S_IMODE(info.st_mode) & 0o077:  # open_owned made it 0600
+                claim_regular(companion)
+            if stat.S_IMODE(info.st_mode) & 0o077:  # claim made it 0600
                 logger.warning(
                     "spanpoint: %s was readable by group or others (mode %o); it holds agent "
                     "outputs, so it is now private (0600)",
@@ -317,9 +320,6 @@ class SqliteStore(RunPages):
             raise StoreUnavailableError(
                 f"cannot open the checkpoint store {self.description}: {self._explain(exc)}"
             ) from exc
-        finally:
-            if fd is not None:
-                os.close(fd)
 
     def _explain(self, exc: BaseException) -> str:
         """What happened, in words, and what to do about it: each cause has its own fix."""
