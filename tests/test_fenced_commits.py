@@ -126,3 +126,27 @@ def test_a_commit_refused_for_a_lost_lease_returns_only_what_the_store_holds(
     assert event.attributes[semconv.CHECKPOINT_KEY] == keys[0]
     if other == "committed":
         assert any("lost its lease" in w for w in run.warnings)
+
+
+def test_under_async_durability_a_refused_queued_commit_is_reported_when_the_run_ends(
+    telemetry: Telemetry,
+) -> None:
+    """The boundary returned before its write: the run says the store holds another output."""
+    store: Any = telemetry.store
+    if not hasattr(store, "_pool"):
+        store.clock = Clock()
+    keys: list[str] = []
+
+    @spanpoint.step(name="work")
+    def work(x: int) -> str:
+        keys.append(take_over(store, commit=True))
+        return "mine"
+
+    with spanpoint.run("fenced", durability="async") as run:
+        assert work(1) == "mine"
+    got = store.get(keys[0])
+    assert got is not None and serde.loads(got.output_type, got.output) == "theirs"
+    assert any("LeaseLost" in w or "lost its lease" in w for w in run.warnings), run.warnings
+    (run_span,) = telemetry.runs()
+    assert run_span.attributes is not None
+    assert run_span.attributes[semconv.RUN_COMMIT_FAILURES] == 1

@@ -694,9 +694,14 @@ def call_boundary(spec: BoundarySpec, fn: Callable[..., T], *args: Any, **kwargs
 async def acall_boundary(
     spec: BoundarySpec, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
 ) -> T:
-    """The async form of :func:`call_boundary`: ``await fn(*args, **kwargs)``."""
+    """The async form of :func:`call_boundary`: ``await fn(*args, **kwargs)``.
+
+    No store call runs on the event loop: the claim (and the replay it may find), the lease
+    wait's lookups, and the span's end with its commit or release run in a worker thread
+    (``asyncio.to_thread``, the context copied), so other tasks run while the store works.
+    """
     call = _Call(spec)
-    found = call.lookup()
+    found = await _off_loop(call, call.lookup)
     if found is _HELD:
         found = await _awaited(call)
     if found is not _MISSING:
@@ -705,9 +710,21 @@ async def acall_boundary(
     try:
         output = execution.finish(await fn(*args, **kwargs))
     except BaseException as exc:
-        _failed(execution, exc)
+        execution.leave()
+        await _off_loop(call, execution.fail, exc)
         raise
-    return _returned(execution, output)
+    execution.leave()
+    return await _off_loop(call, execution.end, output)  # type: ignore[no-any-return]
+
+
+async def _off_loop(call: _Call, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread when it may touch the store (a boundary of a run),
+    else inline: a plain span's start and end do no I/O."""
+    if call.scope is None:
+        return fn(*args)
+    import asyncio  # for import time: only async boundaries need it
+
+    return await asyncio.to_thread(fn, *args)
 
 
 # What the sync and async drivers share: the lease wait's sleeps are theirs, its steps the
@@ -725,15 +742,25 @@ def _waited(call: _Call) -> Any:
 
 
 async def _awaited(call: _Call) -> Any:
-    """The async form of :func:`_waited`: the sleeps let the event loop run."""
-    import asyncio
+    """The async form of :func:`_waited`: the sleeps let the event loop run, and each step
+    (a lookup in the store) runs in a worker thread."""
+    import asyncio  # for import time: only async boundaries need it
 
     steps = call.wait()
+    while True:
+        done, value = await asyncio.to_thread(_advance, steps)
+        if done:
+            return value
+        await asyncio.sleep(value)
+
+
+def _advance(steps: Generator[float, None, Any]) -> tuple[bool, Any]:
+    """The next delay of a lease wait, ``(False, delay)``, or ``(True, found)`` at its end (a
+    StopIteration cannot cross into a future)."""
     try:
-        while True:
-            await asyncio.sleep(next(steps))
+        return False, next(steps)
     except StopIteration as stop:
-        return stop.value
+        return True, stop.value
 
 
 def _failed(execution: _Execution, exc: BaseException) -> None:
