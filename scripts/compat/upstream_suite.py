@@ -398,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
         "--rerun", action="store_true", help="rerun the instrumented suite even if cached"
     )
     parser.add_argument("tests", nargs="*", help="test paths (default: the profile's)")
-    args = parser.parse_args(argv)
+    # Test paths may follow the options (``langchain --config run tests/x.py``).
+    args = parser.parse_intermixed_args(argv)
     report = compare(args)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

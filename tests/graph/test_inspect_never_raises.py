@@ -212,7 +212,6 @@ def test_the_middleware_is_still_found_through_what_exists() -> None:
         functools.partial(closing_over, middleware),
         [closing_over([middleware])],
         {"x": middleware},
-        Slotted(middleware),
         Inventing(middleware),
         mock_holding(mock.Mock(), middleware),
     ]

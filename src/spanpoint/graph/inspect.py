@@ -282,21 +282,7 @@ def _children(obj: Any) -> list[Any]:
         instance = _instance_dict(obj)
         if instance is not None:
             children.extend(instance.values())
-        children.extend(_slot_values(obj))
     return children
-
-
-def _slot_values(obj: Any) -> list[Any]:
-    """The values in ``obj``'s slots (``__slots__`` of its type and its bases)."""
-    values = []
-    for klass in type(obj).__mro__:
-        for name, found in vars(klass).items():
-            if name != "__weakref__" and type(found) is types.MemberDescriptorType:
-                try:
-                    values.append(found.__get__(obj, type(obj)))
-                except Exception:  # an empty slot
-                    continue
-    return values
 
 
 # --- reading what exists ---------------------------------------------------------------------

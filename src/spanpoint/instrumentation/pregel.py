@@ -394,10 +394,9 @@ class _Pauses:
         thread = (thread_id, configurable.get("checkpoint_ns") or "")
         with self._lock:
             link = self._links.pop(thread, None)
-        # For import time: loaded with the graph modules above.
-        from langgraph.types import Command
+        from langgraph.types import Command  # for import time: loaded with the graph modules
 
-        from spanpoint.graph.resume import link_to_pause
+        from spanpoint.graph.resume import link_to_pause  # for import time (see _rerun_body)
 
         if link is not None and isinstance(graph_input, Command) and graph_input.resume is not None:
             link_to_pause(trace.get_current_span(), link)
