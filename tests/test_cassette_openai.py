@@ -239,6 +239,23 @@ def test_an_uncacheable_tool_call_in_mode_none_misses_and_runs_nothing(
     assert read_effects(effects) == {}
 
 
+def test_a_step_in_a_replay_only_cassette_executes_as_it_always_does(
+    configured: Any, tmp_path: Path, server: ChatServer
+) -> None:
+    """A step is never recorded (its identity is its input, not its code): replaying only
+    concerns model and tool calls, so an uncacheable step still runs, with its warning."""
+    path = tmp_path / "agent.json"
+    session(path, make_agent(server.base_url, tmp_path / "effects.txt"))
+
+    @spanpoint.step
+    def describe(thing: Any) -> str:
+        return type(thing).__name__
+
+    with spanpoint.cassette(path, mode="none") as active:
+        assert describe(object()) == "object"
+    assert active.replayed == 0
+
+
 # --- stable files -------------------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tracers.context import register_configure_hook
 
 from spanpoint import semconv
-from spanpoint.cassettes.files import CASSETTE_RUN_ID, Entry
+from spanpoint.cassettes.files import CALL_KINDS, CASSETTE_RUN_ID, Entry
 from spanpoint.cassettes.requests import (
     Request,
     State,
@@ -53,6 +53,12 @@ _PENDING: ContextVar[tuple[str, Request] | None] = ContextVar(
 
 
 _SESSIONS = itertools.count(1)
+#: The kind of the checkpoint the last committed claim in this context found: what a failed
+#: replay right after it (boundary.py warns) was a replay of.
+_CLAIMED: ContextVar[str | None] = ContextVar("spanpoint_cassette_claimed", default=None)
+#: How a model or tool call's span name starts (``chat gpt-4o``, ``execute_tool lookup``),
+#: quoted as the "not cacheable" warnings quote it.
+_CALL_SPANS = (f"'{semconv.OP_CHAT} ", f"'{semconv.OP_EXECUTE_TOOL} ")
 
 
 class CassetteStore(MemoryStore):
@@ -88,8 +94,10 @@ class CassetteStore(MemoryStore):
                 _PENDING.set(None)
         found = super().claim(key, owner, ttl_s, fresh=fresh)
         if found.state == "committed":
+            _CLAIMED.set(found.checkpoint.kind if found.checkpoint is not None else None)
             self._played(key, pending[1] if pending else None)
             return found
+        _CLAIMED.set(None)
         if pending is None or key in state.loaded:
             return found
         request = pending[1]
@@ -279,7 +287,7 @@ def guard_warnings(scope: RunScope, state: State) -> None:
         if _NO_LINK in message:
             return  # a cassette keeps no trace ids: its replays link to no original span
         warn(message)
-        if state.replay_only and _EXECUTING.search(message):
+        if state.replay_only and _EXECUTING.search(message) and _about_a_call(message):
             raise CassetteMissError(
                 f"a call would reach its model or tool although cassette "
                 f"{str(state.path)!r} replays only (mode {state.mode!r}): {message}. "
@@ -289,6 +297,15 @@ def guard_warnings(scope: RunScope, state: State) -> None:
             )
 
     scope.warn = guarded  # type: ignore[method-assign]
+
+
+def _about_a_call(message: str) -> bool:
+    """Whether a warning that a boundary will execute is about a model or tool call (a step
+    or a graph call in a cassette executes anyway: it is never recorded)."""
+    if message.startswith(_CALL_SPANS):  # the seams' and the middleware's own warnings
+        return True
+    # The boundary's replay failed: the claim just before it in this context says of what.
+    return message.startswith("checkpoint of ") and _CLAIMED.get() in CALL_KINDS
 
 
 register_configure_hook(ACTIVE, inheritable=True)
