@@ -86,10 +86,19 @@ def build(specs: list[dict[str, Any]], salt: str) -> list[BaseMessage]:
     return out
 
 
-def key(messages: list[BaseMessage], stored_as: str, settings: dict[str, Any] | None = None) -> str:
+def key(
+    messages: list[BaseMessage],
+    stored_as: str,
+    settings: dict[str, Any] | None = None,
+    tools: list[Any] | None = None,
+) -> str:
     """The key the spec builder gives a model call with ``messages``."""
     call = call_spec.ModelCall(
-        model=MODEL, messages=messages, stored_as=stored_as, settings=settings or {}
+        model=MODEL,
+        messages=messages,
+        stored_as=stored_as,
+        settings=settings or {},
+        tools=tools or (),
     )
     fingerprint = call_spec.model_call_spec(call, CAPTURE, replay=True).fingerprint
     assert fingerprint is not None

@@ -2,8 +2,9 @@
 
 - Two calls whose messages differ in any field a provider is sent (type, ``ChatMessage``
   role, content and its parts, name, ``additional_kwargs``, tool calls, which call a tool
-  result answers, a result's status) or in the model settings get different keys, whether
-  the change is built fresh or assigned to a message already hashed (the memo must notice).
+  result answers, a result's status), in the model settings or in the tool definitions
+  offered get different keys, whether the change is built fresh or assigned to a message
+  already hashed (the memo must notice).
 - The same conversation with other run-time ids (message ids, tool-call ids, raw provider
   tool-call ids) gets the same key, in this process and in a fresh interpreter.
 
@@ -176,6 +177,34 @@ def test_model_settings_are_in_the_key(
     messages = build(specs, "a")
     same = key(messages, form, settings_) == key(messages, form, other)
     assert same == (settings_ == other)
+
+
+TOOL_DEFINITIONS = st.lists(
+    st.builds(
+        lambda name, description, required: {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": description,
+                "parameters": {"type": "object", "required": required},
+            },
+        },
+        st.sampled_from(["get_weather", "wire_money"]),
+        TEXT,
+        st.lists(st.sampled_from(["to", "amount"]), max_size=2),
+    ),
+    max_size=2,
+)
+
+
+@PROPERTY
+@given(specs=CONVERSATION, form=FORMS, tools=TOOL_DEFINITIONS, other=TOOL_DEFINITIONS)
+def test_tool_definitions_are_in_the_key(
+    specs: list[dict[str, Any]], form: str, tools: list[Any], other: list[Any]
+) -> None:
+    messages = build(specs, "a")
+    same = key(messages, form, tools=tools) == key(messages, form, tools=other)
+    assert same == (tools == other)
 
 
 @PROPERTY
