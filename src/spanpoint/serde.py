@@ -421,6 +421,8 @@ def dumps(value: Any) -> tuple[str, bytes]:
 # inside is still written by LangGraph's writer.
 
 _MAX_OUTPUT_DEPTH = 200
+#: Values msgpack writes and reads back exactly as they are (a str, only when valid Unicode).
+_SCALARS: frozenset[type] = frozenset({int, float, bool, type(None), bytes})
 
 
 class _Preparer:
@@ -448,15 +450,32 @@ class _Preparer:
             )
         depth += 1
         if cls is list:
-            return [self(item, depth) for item in value]
+            return [
+                item
+                if (kind := type(item)) in _SCALARS or (kind is str and item.isascii())
+                else self(item, depth)
+                for item in value
+            ]
         if cls is dict:
-            if all(type(key) is str for key in value):
-                return {self(key, depth): self(item, depth) for key, item in value.items()}
-            return _ext(_EXT_ONE_ARG, "builtins", "dict", self.pairs(value, depth))
+            out = {}
+            for key, item in value.items():
+                if type(key) is not str:
+                    return _ext(_EXT_ONE_ARG, "builtins", "dict", self.pairs(value, depth))
+                if not key.isascii():
+                    self(key, depth)
+                kind = type(item)
+                out[key] = (
+                    item
+                    if kind in _SCALARS or (kind is str and item.isascii())
+                    else self(item, depth)
+                )
+            return out
         writer = _PREPARERS.get(cls)
         if writer is not None:
             return writer(self, value, depth)
         self.opaque = True
+        if _is_model(value):
+            return value  # LangGraph's writer's own: model_dump, read back and compared
         if isinstance(value, tuple) and hasattr(cls, "_fields") and hasattr(value, "_asdict"):
             fields = {k: self(v, depth) for k, v in value._asdict().items()}
             return _ext(_EXT_KW_ARGS, cls.__module__, cls.__name__, fields)
@@ -535,73 +554,92 @@ def _revival_problem(value: Any, tag: str, data: bytes) -> str | None:
     except (CorruptCheckpointError, RecursionError) as exc:
         return f"it does not read back ({exc})"
     try:
-        found = _difference(value, revived, [], 0)
+        found = _difference(value, revived, 0)
     except Exception as exc:  # a user's __eq__ may raise
         return f"comparing it with what reads back raised {type(exc).__name__}"
     if found is None:
         return None
     where, what = found
-    return f"{''.join(where) or 'the value'} {what}"
+    return f"{''.join(reversed(where)) or 'the value'} {what}"
 
 
-def _difference(a: Any, b: Any, where: list[str], depth: int) -> tuple[list[str], str] | None:
-    """Where and how ``b`` (read back) differs from ``a`` (returned); no values quoted, as
-    the message goes to logs and spans."""
-    ta, tb = type(a), type(b)
-    if ta is not tb:
-        return where, f"is a {_qualified(ta)} that would read back as a {_qualified(tb)}"
+#: Types whose equal values of the same type are the same value (not float: -0.0 == 0.0).
+_EXACT_EQUAL: frozenset[type] = frozenset({str, int, bool, type(None), bytes})
+
+
+def _difference(a: Any, b: Any, depth: int) -> tuple[list[str], str] | None:
+    """How ``b`` (read back) differs from ``a`` (returned), and where (innermost first, built
+    only on a difference); no values quoted, as the message goes to logs and spans."""
+    ta = type(a)
+    if ta is not type(b):
+        return [], f"is a {_qualified(ta)} that would read back as a {_qualified(type(b))}"
     if ta in _PLAIN:
-        if a == b and (ta is not float or math.copysign(1, a) == math.copysign(1, b)):
+        if a == b and (ta is not float or a != 0 or math.copysign(1, a) == math.copysign(1, b)):
             return None
         if ta is float and a != a and b != b:
             return None
         if ta is str and not _valid_unicode(a):
-            return where, "holds a lone surrogate (not valid Unicode), which would read back as '?'"
-        return where, "would read back unequal"
+            return [], "holds a lone surrogate (not valid Unicode), which would read back as '?'"
+        return [], "would read back unequal"
     if depth > _MAX_OUTPUT_DEPTH:
-        return where, "nests too deep to check"
+        return [], "nests too deep to check"
     depth += 1
-    if isinstance(a, list | tuple | deque):
-        if len(a) != len(b) or getattr(a, "maxlen", None) != getattr(b, "maxlen", None):
-            return where, "would read back with other items"
-        for index, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = _difference(x, y, [*where, f"[{index}]"], depth)
-            if found:
+    if ta is dict or isinstance(a, dict):
+        if len(a) != len(b) or (
+            ta is not dict
+            and getattr(a, "default_factory", None) != getattr(b, "default_factory", None)
+        ):
+            return [], "would read back with other entries"
+        for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True):
+            same_key = type(ka) is type(kb) and ka == kb
+            if same_key and type(va) is type(vb) and type(va) in _EXACT_EQUAL and va == vb:
+                continue
+            found = _difference(ka, kb, depth)
+            if found is None:
+                found = _difference(va, vb, depth)
+                if found is not None:
+                    found[0].append(f"[{ka!r}]" if type(ka) is str else "[…]")
+                    return found
+            else:
+                found[0].append("[…] (a key)")
                 return found
         return None
-    if isinstance(a, dict):
-        if len(a) != len(b) or getattr(a, "default_factory", None) != getattr(
-            b, "default_factory", None
-        ):
-            return where, "would read back with other entries"
-        for (ka, va), (kb, vb) in zip(a.items(), b.items(), strict=True):
-            found = _difference(ka, kb, [*where, " (a key)"], depth) or _difference(
-                va, vb, [*where, f"[{ka!r}]" if type(ka) is str else "[…]"], depth
-            )
-            if found:
+    if ta is list or ta is tuple or isinstance(a, list | tuple | deque):
+        if len(a) != len(b) or (ta is deque and a.maxlen != b.maxlen):
+            return [], "would read back with other items"
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            if type(x) is type(y) and type(x) in _EXACT_EQUAL and x == y:
+                continue
+            found = _difference(x, y, depth)
+            if found is not None:
+                found[0].append(f"[{index}]")
                 return found
         return None
     if isinstance(a, set | frozenset):
         by_value = {item: item for item in b}
         for item in a:
             if item not in by_value:
-                return where, "would read back with other members"
-            found = _difference(item, by_value[item], [*where, " (a member)"], depth)
-            if found:
+                return [], "would read back with other members"
+            found = _difference(item, by_value[item], depth)
+            if found is not None:
+                found[0].append(" (a member)")
                 return found
-        return None if len(a) == len(b) else (where, "would read back with other members")
+        return None if len(a) == len(b) else ([], "would read back with other members")
     state = _comparable_state(a)
     if state is not None:
-        return _difference(state, _comparable_state(b), where, depth)
+        return _difference(state, _comparable_state(b), depth)
     if isinstance(a, datetime | time):
         if a != b or a.fold != b.fold:
-            return where, "would read back unequal"
-        return _difference(a.tzinfo, b.tzinfo, [*where, ".tzinfo"], depth)
+            return [], "would read back unequal"
+        found = _difference(a.tzinfo, b.tzinfo, depth)
+        if found is not None:
+            found[0].append(".tzinfo")
+        return found
     if isinstance(a, ZoneInfo):
-        return None if a.key == b.key and a.key is not None else (where, "names no zone")
+        return None if a.key == b.key and a.key is not None else ([], "names no zone")
     if isinstance(a, Decimal):
-        return None if str(a) == str(b) else (where, "would read back unequal")
-    return None if a == b else (where, "would read back unequal")
+        return None if str(a) == str(b) else ([], "would read back unequal")
+    return None if a == b else ([], "would read back unequal")
 
 
 def _valid_unicode(text: str) -> bool:
