@@ -3,8 +3,9 @@
 Two measures, in one process, interleaved round by round:
 
 - ``fanout``: ``Send`` × 3 into a compiled research subgraph (two model calls and one tool
-  call per branch, no checkpointer, ``strategy="calls"``) run inside a new ``spanpoint.run``,
-  then the same run again: every call replays. The model answers after LATENCY seconds (a
+  call per branch, no checkpointer) run inside a new ``spanpoint.run``, then the same run
+  again: under ``strategy="calls"`` the graph runs again and every call replays; under
+  ``graph_call`` the whole call replays. The model answers after LATENCY seconds (a
   provider's round trip; 0 measures spanpoint alone). Target: replay / run <= 0.1.
 - ``stream``: a 200-step graph streamed in ``updates`` mode, bare (``graph.stream``) and through
   ``GraphRunner.stream`` inside a run; the difference per chunk is what the runner adds.
@@ -146,12 +147,14 @@ def measure_stream(rounds: int, folder: Path) -> dict[str, float]:
     }
 
 
-def measure_fanout(rounds: int, latency: float, folder: Path) -> dict[str, float]:
+def measure_fanout(
+    rounds: int, latency: float, folder: Path, strategy: str = "calls"
+) -> dict[str, float]:
     """Wall ms of a fan-out run and of its replay (medians), and their ratio."""
     import spanpoint
 
     _setup(folder)
-    runner = spanpoint.GraphRunner(_fanout_graph(latency), name="fanout", strategy="calls")
+    runner = spanpoint.GraphRunner(_fanout_graph(latency), name="fanout", strategy=strategy)
     question = {"topics": ["a", "b", "c"], "reports": []}
     runs, replays = [], []
     for r in range(rounds):
@@ -177,10 +180,12 @@ def main() -> None:
             print(json.dumps(measure_stream(args.rounds, Path(tmp))))
             return
         results: dict[str, Any] = {"latency_s": args.latency}
-        for latency in sorted({0.0, args.latency}):
-            sub = Path(tmp) / f"fanout-{latency}"
-            sub.mkdir()
-            results[f"fanout@{latency}"] = measure_fanout(args.rounds, latency, sub)
+        for strategy in ("calls", "graph_call"):
+            for latency in sorted({0.0, args.latency}):
+                sub = Path(tmp) / f"fanout-{strategy}-{latency}"
+                sub.mkdir()
+                found = measure_fanout(args.rounds, latency, sub, strategy)
+                results[f"fanout {strategy} @{latency}s"] = found
         stream = Path(tmp) / "stream"
         stream.mkdir()
         results["stream"] = measure_stream(args.rounds, stream)

@@ -97,9 +97,28 @@ def _owned(scope: RunScope) -> tuple[list[int], list[tuple[str, int, str, str]]]
     return found
 
 
+#: Task executions that ended while the lock was held, dropped by the next holder.
+_ENDED: list[tuple[int, Any]] = []
+
+
 def _forget_task(token: int, runtime: Any) -> None:
-    """Drop the frame of a task execution that ended (its writer was collected)."""
-    with _LOCK:
+    """Drop the frame of a task execution that ended (its writer was collected).
+
+    A collection can run inside any allocation, also in this thread while it holds the lock
+    and is changing ``_TASKS``: then the task is only noted, never waited for (no deadlock,
+    no change in the middle of another), and the next holder of the lock drops it."""
+    _ENDED.append((token, runtime))
+    if _LOCK.acquire(blocking=False):
+        try:
+            _drop_ended()
+        finally:
+            _LOCK.release()
+
+
+def _drop_ended() -> None:
+    """Drop the frames of the ended tasks noted so far (the caller holds the lock)."""
+    while _ENDED:
+        token, runtime = _ENDED.pop()
         entry = _TASKS.get(token)
         if entry is not None and entry.runtime is runtime:
             del _TASKS[token]
@@ -272,6 +291,7 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         entry = _TASKS.get(token)
         if entry is not None and entry.runtime is runtime:  # another thread got there first
             return entry.scope, entry.frame
+        _drop_ended()
         _TASKS[token] = _Task(runtime, scope, task_frame)
         _release_with_task(conf, token, runtime)
         if not threaded:
@@ -305,7 +325,7 @@ def _release_with_task(conf: dict[str, Any], token: int, runtime: Any) -> None:
     writer = conf.get(_compat.CONFIG_KEY_SEND)
     if writer is not None:
         with suppress(TypeError):  # not weakly referenceable
-            weakref.finalize(writer, _forget_task, token, runtime)
+            weakref.finalize(writer, _forget_task, token, runtime).atexit = False
 
 
 # --- the position of a subgraph's tasks ---------------------------------------------------
