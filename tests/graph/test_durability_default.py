@@ -151,3 +151,20 @@ def test_a_run_over_an_uncheckpointed_subgraph_completes_with_a_runner(
         else:
             result = runner(saver(tmp_path / "lg.db")).invoke({"n": 1}, thread_id="t")
     assert result.output == {"n": 2}
+
+
+def test_a_checkpointer_set_after_compiling_is_read_on_every_call(tmp_path: Path) -> None:
+    """LangGraph's own tests set ``subgraph.checkpointer = False`` between calls."""
+    from langgraph.graph import END, START, StateGraph
+
+    sub = subgraph(None)
+    g = StateGraph(S)
+    g.add_node("sub", sub)
+    g.add_edge(START, "sub")
+    g.add_edge("sub", END)
+    graph = g.compile(checkpointer=saver(tmp_path / "lg.db"))
+    assert wants_sync_durability(graph, {})
+    sub.checkpointer = False
+    assert not wants_sync_durability(graph, {})
+    sub.checkpointer = None
+    assert wants_sync_durability(graph, {})

@@ -183,23 +183,32 @@ def has_uncheckpointed_subgraph(graph: Any) -> bool:
     Such a subgraph runs with its parent's durability and no checkpointer, and LangGraph
     (1.2) then cannot honour ``durability="sync"``: its loop waits for a checkpoint save it
     never started (``'SyncPregelLoop' object has no attribute '_put_checkpoint_fut'``).
-    Read once per graph object.
+    The graphs reachable from ``graph`` are searched once; their ``checkpointer`` is read on
+    every call (LangGraph's own tests set it after compiling).
     """
+    return any(read_attr(sub, "checkpointer") is False for sub in _subgraphs(graph))
+
+
+_SUBGRAPHS: weakref.WeakKeyDictionary[Any, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _subgraphs(graph: Any) -> tuple[Any, ...]:
     try:
-        return _UNCHECKPOINTED[graph]
+        return _SUBGRAPHS[graph]
     except (KeyError, TypeError):
         pass
-    found = _search_graph(graph, _uncheckpointed, set()) is not None
-    with contextlib.suppress(TypeError):  # not weakly referenceable: read again next time
-        _UNCHECKPOINTED[graph] = found
-    return found
+    found: list[Any] = []
 
+    def collect(obj: Any) -> bool:
+        if obj is not graph and _is_graph(obj):
+            found.append(obj)
+        return False
 
-_UNCHECKPOINTED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
-
-
-def _uncheckpointed(obj: Any) -> bool:
-    return read_attr(obj, "checkpointer") is False and _is_graph(obj)
+    _search_graph(graph, collect, set())
+    subgraphs = tuple(found)
+    with contextlib.suppress(TypeError):  # not weakly referenceable: searched again next time
+        _SUBGRAPHS[graph] = subgraphs
+    return subgraphs
 
 
 def _search_graph(graph: Any, match: Callable[[Any], bool], graphs: set[int]) -> Any:
