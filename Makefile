@@ -8,11 +8,11 @@ DEV := $(VENV)/.installed-dev
 
 .PHONY: demo test lint bench clean
 
-# The demo needs only the package; the test suite also needs the dev and postgres extras.
+# The demo needs the package with its langchain extra (create_agent); the test suite also needs the dev and postgres extras.
 $(BASE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e ".[langchain]"
 	touch $(BASE)
 
 $(DEV): $(BASE)
