@@ -4,7 +4,8 @@
   they are the same value of the same types at every level (``identity_values.ref``);
 - equal values get equal keys in another process (another hash seed, so another set order);
 - a step replays an equal value of the same type, or (for a type the store cannot revive
-  exactly) executes again with a warning: never a value of another type.
+  exactly) executes again with a warning: never a value of another type;
+- a LangChain message (as a model call's reply is stored) reads back equal, or is refused.
 """
 
 from __future__ import annotations
@@ -169,3 +170,43 @@ def test_a_step_replays_an_equal_value_of_the_same_type_or_executes_again(
         assert executions == 2 and again is value
         assert not revivable(value), f"a {type(value).__name__} the store revives executed again"
         assert any("was not committed" in w for w in warnings), warnings
+
+
+# --- LangChain messages through the store -----------------------------------------------------
+
+JSON_LIKE = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=5,
+)
+#: Fields a provider fills, sometimes with values JSON does not have (a tuple, a set).
+EXTRA = JSON_LIKE | VALUES
+
+
+def _message(kind: str, text: str, extra: Any, name: str | None) -> Any:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    if kind == "tool":
+        return ToolMessage(text, tool_call_id="c1", artifact=extra, name=name)
+    cls = {"ai": AIMessage, "human": HumanMessage, "system": SystemMessage}[kind]
+    return cls(text, additional_kwargs={"extra": extra}, name=name)
+
+
+MESSAGES = st.builds(
+    _message,
+    st.sampled_from(["ai", "human", "system", "tool"]),
+    st.text(max_size=8),
+    EXTRA,
+    st.none() | st.text(max_size=4),
+)
+
+
+@settings(max_examples=80, **FIXED)
+@given(message=MESSAGES)
+def test_a_stored_message_reads_back_equal_or_is_refused(message: Any) -> None:
+    try:
+        tag, data = serde.dumps({"result": [message]})
+    except serde.SerializationError:
+        return  # not committed: the call executes again
+    (back,) = serde.loads(tag, data)["result"]
+    assert ref(back) == ref(message)
