@@ -120,6 +120,12 @@ SETUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         "spanpoint's code",
         ("agent", "agent_async"),
     ),
+    "langgraph_sqlite_sync": (
+        'no spanpoint: LangGraph\'s own SqliteSaver checkpointer with durability="sync" on a '
+        "fresh thread per invoke (every super-step written before the next starts): the free "
+        "durable baseline a user compares the calls strategy with",
+        ("agent",),
+    ),
     "openinference": ("openinference-instrumentation-langchain", workloads.WORKLOADS),
     "openllmetry": ("opentelemetry-instrumentation-langchain (OpenLLMetry)", workloads.WORKLOADS),
     "otel_genai": (
@@ -274,6 +280,22 @@ def make(setup: str, workload: str, store_dir: Path, telemetry: Telemetry) -> In
 
 def _none(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
     return Invoker(_plain_call(workload, _graph_for(workload)))
+
+
+def _langgraph_sqlite_sync(workload: str, store_dir: Path, telemetry: Telemetry) -> Invoker:
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(store_dir / "langgraph.db", check_same_thread=False)
+    graph = workloads.build_agent(checkpointer=SqliteSaver(conn))
+    threads = itertools.count()
+
+    def call(i: int) -> Any:
+        config = {"configurable": {"thread_id": f"t-{next(threads)}"}}
+        return graph.invoke(_input(workload, i), config, durability="sync")
+
+    return Invoker(call)
 
 
 def _configure(store_dir: Path, telemetry: Telemetry) -> None:
@@ -782,6 +804,7 @@ _BUILDERS: dict[str, Callable[[str, Path, Telemetry], Invoker]] = {
     "spanpoint_calls": _spanpoint_durable("calls", run_per_invoke=False),
     "spanpoint_calls_async": _spanpoint_durable("calls", run_per_invoke=False, durability="async"),
     "spanpoint_replay": _spanpoint_replay,
+    "langgraph_sqlite_sync": _langgraph_sqlite_sync,
     "openinference": _openinference,
     "openllmetry": _openllmetry,
     "otel_genai": _otel_genai,
