@@ -232,6 +232,8 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             request.messages,
             request.system_message,
             request.tools,
+            model=request.model,
+            response_format=request.response_format,
         )
         # In a run; or, with SPANPOINT_DURABLE=thread, in a task on a thread with a
         # checkpointer (the boundary's scope is then the thread: spanpoint.calls.tasks).
@@ -255,6 +257,9 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             span_kind=SpanKind.CLIENT,
             replay=checkpoint,
             describe=describe,
+            describe_replay=lambda response: describe_model_response(
+                response, model_name, capture, replayed=True
+            ),
             encode=encode_model_response,
             decode=decode_model_response,
             on_staged=lambda cp: _keep_cost(cp, priced),

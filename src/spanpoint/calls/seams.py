@@ -172,7 +172,15 @@ def model_spec(
 
     capture = settings().capture
     provider, model_name, ls_params = attributes.model_info(model)
-    attrs = attributes.model_call_attributes(provider, model_name, ls_params, capture, messages)
+    attrs = attributes.model_call_attributes(
+        provider,
+        model_name,
+        ls_params,
+        capture,
+        messages,
+        model=model,
+        response_format=kwargs.get("response_format"),
+    )
     spec = BoundarySpec(
         kind=semconv.KIND_MODEL_CALL,
         name=model_name,
@@ -182,6 +190,9 @@ def model_spec(
         replay=durable,
         describe=lambda result: attributes.describe_model_response(
             _first_message(result), model_name, capture
+        ),
+        describe_replay=lambda result: attributes.describe_model_response(
+            _first_message(result), model_name, capture, replayed=True
         ),
         encode=encode_chat_result,
         decode=decode_chat_result,
