@@ -94,9 +94,18 @@ _SETTINGS = (
 def model_settings_attributes(model: Any, ls_params: Mapping[str, Any]) -> dict[str, Any]:
     """``server.address`` / ``server.port`` from the model's endpoint and the
     ``gen_ai.request.*`` settings it holds, memoized per model object like :func:`model_info`."""
+    global _LAST_SETTINGS
     if model is None:
         return _settings(None, ls_params)
-    return _MODEL_SETTINGS.get(model, lambda m: _settings(m, ls_params))
+    last_params, found = _LAST_SETTINGS
+    # model_info's params are one object per model while its fields hold (a new object when
+    # they change): the last call's object means the last call's settings, without taking a
+    # snapshot of the fields again. The model itself is not held.
+    if last_params is ls_params:
+        return found
+    found = _MODEL_SETTINGS.get(model, lambda m: _settings(m, ls_params))
+    _LAST_SETTINGS = (ls_params, found)
+    return found
 
 
 def _settings(model: Any, ls_params: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,6 +156,7 @@ def server_attributes(url: Any) -> dict[str, Any]:
 
 
 _MODEL_SETTINGS: FieldMemo[dict[str, Any]] = FieldMemo()
+_LAST_SETTINGS: tuple[Any, dict[str, Any]] = (None, {})
 
 
 def model_call_attributes(
