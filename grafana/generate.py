@@ -221,13 +221,23 @@ def _boundary_panels() -> list:
                 "{{gen_ai_agent_name}}",
             ),
         ),
-        # Issue 16: spanpoint.replay.saved.cost (unit {USD}: no unit suffix in Prometheus).
+        # spanpoint.run.cost and spanpoint.run.cost.saved (unit {USD}: no unit suffix in
+        # Prometheus): what runs paid for the model calls they executed, and what replaying
+        # the others saved. Never summed from span attributes: a replayed call pays nothing.
+        totals(
+            "Cost paid by runs (USD)",
+            "Price-table cost of the model calls runs executed, by graph, over the time range "
+            "(spanpoint.run.cost).",
+            "sum by (gen_ai_agent_name) "
+            f"(increase(spanpoint_run_cost_total{{{SERVICE}}}[$__range]))",
+            "{{gen_ai_agent_name}}",
+        ),
         totals(
             "Cost saved by replay (USD)",
             "Price-table cost of the model calls replayed instead of executed, by graph, over "
-            "the time range (spanpoint.replay.saved.cost).",
+            "the time range (spanpoint.run.cost.saved).",
             "sum by (gen_ai_agent_name) "
-            f"(increase(spanpoint_replay_saved_cost_total{{{SERVICE}}}[$__range]))",
+            f"(increase(spanpoint_run_cost_saved_total{{{SERVICE}}}[$__range]))",
             "{{gen_ai_agent_name}}",
         ),
     ]

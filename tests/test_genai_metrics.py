@@ -1,4 +1,4 @@
-"""gen_ai.client.operation.duration and gen_ai.client.token.usage, recorded once per operation."""
+"""gen_ai.client.operation.duration, .token.usage and .cost, recorded once per operation."""
 
 from __future__ import annotations
 
@@ -88,6 +88,33 @@ def test_replayed_operations_are_not_client_calls(configured: Telemetry, signals
     assert any(s.attributes.get(semconv.REPLAYED) for s in configured.spans())
     durations = points(signals, "gen_ai.client.operation.duration")
     assert by_operation(durations) == {"invoke_agent": 1, "chat": 2, "execute_tool": 1}
+
+
+def test_each_executed_priced_call_records_its_cost_once(
+    configured: Telemetry, signals: Signals
+) -> None:
+    """gen_ai.client.operation.cost: one point per executed chat span, its priced amount;
+    a replayed call paid nothing and is not recorded."""
+    from langchain.agents import create_agent
+
+    model = ConversationModel(
+        plan=[[{"name": "lookup", "args": {"ticket": "42"}}]], model_name="gpt-4o"
+    )
+    graph = create_agent(
+        model, [lookup], name="support", middleware=[spanpoint.CheckpointMiddleware()]
+    )
+    for _ in range(2):  # executed, then replayed
+        with spanpoint.run("ticket-cost"):
+            graph.invoke({"messages": [("user", "ticket 42?")]})
+    assert any(s.attributes.get(semconv.REPLAYED) for s in configured.spans())
+    paid = [s for s in configured.spans("chat") if not s.attributes[semconv.REPLAYED]]
+    assert len(paid) == 2
+    (point,) = points(signals, semconv.METRIC_GEN_AI_OPERATION_COST)
+    assert point.count == 2
+    assert point.sum == pytest.approx(
+        sum(s.attributes[semconv.GEN_AI_USAGE_COST_AMOUNT] for s in paid)
+    )
+    assert point.attributes[semconv.GEN_AI_REQUEST_MODEL] == "gpt-4o"
 
 
 def test_a_failed_operation_carries_error_type(configured: Telemetry, signals: Signals) -> None:

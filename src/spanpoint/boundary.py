@@ -80,6 +80,8 @@ class BoundarySpec:
             call that replays never builds it. None: the redacted ``identity`` (a step's
             arguments), or no view when the input is known by its fingerprint alone.
         describe: attributes derived from the output, set on executed and replayed spans.
+        describe_replay: instead of ``describe`` on a replayed span (what a replay must not
+            claim, such as a paid cost, differs from what the execution showed).
         on_replay: called with the replay span and the stored output, to add what the
             execution would have added while running (lifecycle events, for example).
         encode / decode: map the output to and from what is serialized.
@@ -99,6 +101,7 @@ class BoundarySpec:
     view: dict[str, Any] = field(default_factory=dict)
     input_view: Callable[[], dict[str, Any] | None] | None = None
     describe: Callable[[Any], Mapping[str, AttributeValue]] | None = None
+    describe_replay: Callable[[Any], Mapping[str, AttributeValue]] | None = None
     on_replay: Callable[[trace.Span, Any], None] | None = None
     encode: Callable[[Any], Any] | None = None
     decode: Callable[[Any], Any] | None = None
@@ -298,11 +301,13 @@ class _Call:
             attributes=attrs,
             links=links,
         )
-        if spec.describe is None and spec.on_replay is None:
+        describe = spec.describe_replay or spec.describe
+        if describe is None and spec.on_replay is None:
             # Nothing could have marked the span ERROR (a @step): OK without reading it back.
             span.set_status(spans.STATUS_OK)
         else:
-            self._describe(span, output)
+            if describe is not None and span.is_recording():
+                _describe_output(span, describe, output)
             if spec.on_replay is not None and span.is_recording():
                 try:
                     spec.on_replay(span, output)

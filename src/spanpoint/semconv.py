@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import server_attributes as _server
 
 from spanpoint._compat import gen_ai_attributes as _gen_ai
 from spanpoint._compat import gen_ai_metrics as _gen_ai_metrics
@@ -26,6 +27,16 @@ GEN_AI_CONVERSATION_ID: Final = _gen_ai.GEN_AI_CONVERSATION_ID
 GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
 GEN_AI_REQUEST_MAX_TOKENS: Final = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
 GEN_AI_REQUEST_TEMPERATURE: Final = _gen_ai.GEN_AI_REQUEST_TEMPERATURE
+GEN_AI_REQUEST_TOP_P: Final = _gen_ai.GEN_AI_REQUEST_TOP_P
+GEN_AI_REQUEST_TOP_K: Final = _gen_ai.GEN_AI_REQUEST_TOP_K
+GEN_AI_REQUEST_SEED: Final = _gen_ai.GEN_AI_REQUEST_SEED
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = _gen_ai.GEN_AI_REQUEST_STOP_SEQUENCES
+GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = _gen_ai.GEN_AI_REQUEST_FREQUENCY_PENALTY
+GEN_AI_REQUEST_PRESENCE_PENALTY: Final = _gen_ai.GEN_AI_REQUEST_PRESENCE_PENALTY
+GEN_AI_OUTPUT_TYPE: Final = _gen_ai.GEN_AI_OUTPUT_TYPE
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+SERVER_ADDRESS: Final = _server.SERVER_ADDRESS
+SERVER_PORT: Final = _server.SERVER_PORT
 GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
 GEN_AI_RESPONSE_ID: Final = _gen_ai.GEN_AI_RESPONSE_ID
 GEN_AI_RESPONSE_FINISH_REASONS: Final = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
@@ -233,15 +244,28 @@ GEN_AI_USAGE_COST_AMOUNT: Final = "gen_ai.usage.cost.amount"
 GEN_AI_USAGE_COST_CURRENCY: Final = "gen_ai.usage.cost.currency"
 # On a model call's span: true when the price table does not know its model (no cost set).
 COST_UNPRICED: Final = "spanpoint.cost.unpriced"
-# On a replayed model call's span (its cost, not paid again) and on the run's root span (the
-# total of the attempt's replayed model calls): what replay saved.
+# A replayed model call's span carries no gen_ai.usage.* (nothing was paid: a backend that
+# sums, or prices, those attributes would count the call twice); what replay saved is here:
+# the call's cost, its currency and its tokens (docs/design-notes.md, "Cost").
 REPLAY_SAVED_COST: Final = "spanpoint.replay.saved.cost.amount"
-# The run's root span: tokens and cost of the attempt's executed and replayed model calls.
-RUN_EXECUTED_COST: Final = "spanpoint.run.executed.cost.amount"
+REPLAY_SAVED_COST_CURRENCY: Final = "spanpoint.replay.saved.cost.currency"
+REPLAY_SAVED_INPUT_TOKENS: Final = "spanpoint.replay.saved.input_tokens"
+REPLAY_SAVED_OUTPUT_TOKENS: Final = "spanpoint.replay.saved.output_tokens"
+# The run's root span: cost and tokens of the attempt's executed model calls, and what its
+# replayed ones saved. Never under gen_ai.usage.* names: a parent span summing its children
+# under those names would be counted again by every backend that sums them.
+RUN_EXECUTED_COST: Final = "spanpoint.run.cost"
+RUN_SAVED_COST: Final = "spanpoint.run.cost.saved"
+RUN_COST_CURRENCY: Final = "spanpoint.run.cost.currency"
 RUN_EXECUTED_TOKENS: Final = "spanpoint.run.executed.tokens"
 RUN_REPLAYED_TOKENS: Final = "spanpoint.run.replayed.tokens"
-# Counter, in the currency's units: the cost of model calls replayed instead of executed.
-METRIC_REPLAY_SAVED_COST: Final = "spanpoint.replay.saved.cost"
+# Counters, in the currency's units, per graph (gen_ai.agent.name): the cost of the model
+# calls a run executed, and of those it replayed instead.
+METRIC_RUN_COST: Final = "spanpoint.run.cost"
+METRIC_REPLAY_SAVED_COST: Final = "spanpoint.run.cost.saved"
+# Histogram of each executed model call's cost (PROPOSAL beside gen_ai.usage.cost.*: not in
+# the GenAI registry at the version checked, docs/semconv.md). Replayed calls are not recorded.
+METRIC_GEN_AI_OPERATION_COST: Final = "gen_ai.client.operation.cost"
 
 # --- issue 16: forks (spanpoint.fork) ---------------------------------------------------
 # A fork's run holds one record that is no boundary: where it came from. Its kind and path

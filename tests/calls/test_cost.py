@@ -92,8 +92,14 @@ def test_a_replayed_run_saved_what_the_original_cost(configured_sqlite: Any) -> 
     assert again.output["messages"][-1].content == first.output["messages"][-1].content
     chats = telemetry.spans("chat")
     assert chats and all(s.attributes[semconv.REPLAYED] for s in chats)
+    # Nothing was paid: no span prices it under the GenAI names, no replayed chat span reports
+    # usage a backend would price; each says what it saved.
+    assert [(s.name, paid_names(s)) for s in telemetry.spans() if paid_names(s)] == []
+    assert not [k for s in chats for k in s.attributes if k.startswith("gen_ai.usage.")]
+    saved = sum(s.attributes[semconv.REPLAY_SAVED_COST] for s in chats)
+    assert saved == pytest.approx(original, rel=1e-9)
     (root,) = telemetry.runs()
-    assert root.attributes[semconv.REPLAY_SAVED_COST] == pytest.approx(original, rel=1e-9)
+    assert root.attributes[semconv.RUN_SAVED_COST] == pytest.approx(original, rel=1e-9)
     assert root.attributes[semconv.RUN_EXECUTED_COST] == 0.0
 
     totals = run_cost(telemetry.store, "cost-3")
@@ -125,7 +131,7 @@ def test_a_runs_totals_after_each_graph_call_read_nothing_back_from_the_store(
         assert reads == [], f"attempt {attempt + 1} read the run back {len(reads)} times"
         (root,) = telemetry.runs()
         chats = telemetry.spans("chat")
-        paid = sum(s.attributes[semconv.GEN_AI_USAGE_COST_AMOUNT] for s in chats)
+        paid = sum(s.attributes.get(semconv.GEN_AI_USAGE_COST_AMOUNT, 0.0) for s in chats)
         stored = run_cost(telemetry.store, "cost-many", attempt=attempt + 1)
         reads.clear()
         if attempt == 0:
@@ -133,34 +139,39 @@ def test_a_runs_totals_after_each_graph_call_read_nothing_back_from_the_store(
             assert stored.executed.cost == pytest.approx(paid, rel=1e-9) and paid > 0
         else:
             assert all(s.attributes[semconv.REPLAYED] for s in chats) and len(chats) == 8
-            assert root.attributes[semconv.REPLAY_SAVED_COST] == pytest.approx(
-                stored.saved, rel=1e-9
-            )
+            assert root.attributes[semconv.RUN_SAVED_COST] == pytest.approx(stored.saved, rel=1e-9)
             assert stored.saved > 0 and root.attributes[semconv.RUN_EXECUTED_COST] == 0.0
 
 
-def test_the_saved_cost_metric_counts_each_attempts_total_once() -> None:
+def paid_names(span: Any) -> list[str]:
+    """The GenAI cost names on ``span``: what a backend sums as paid."""
+    return [k for k in span.attributes or {} if k.startswith("gen_ai.usage.cost.")]
+
+
+@pytest.mark.parametrize("name", [semconv.METRIC_RUN_COST, semconv.METRIC_REPLAY_SAVED_COST])
+def test_the_run_cost_metrics_count_each_attempts_total_once(name: str) -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from spanpoint.graph.summary import _count_saved
+    from spanpoint.graph.summary import _count_cost
 
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    base = {"run_id": "saved-1", "attempt": 2, "name": "support", "strategy": "calls"}
-    # Two graph calls of one attempt: each summary holds the attempt's total so far.
-    _count_saved(provider, {**base, "cost": {"saved": 0.5}})
-    _count_saved(provider, {**base, "cost": {"saved": 0.75}})
+    base = {"run_id": f"saved-{name}", "attempt": 2, "name": "support", "strategy": "calls"}
+    # Two graph calls of one attempt: each summary holds the attempt's totals so far.
+    for paid, saved in ((0.25, 0.5), (1.0, 0.75)):
+        _count_cost(provider, {**base, "cost": {"executed": {"cost": paid}, "saved": saved}})
     data = reader.get_metrics_data()
     points = [
         point
         for rm in data.resource_metrics
         for sm in rm.scope_metrics
         for metric in sm.metrics
-        if metric.name == semconv.METRIC_REPLAY_SAVED_COST
+        if metric.name == name
         for point in metric.data.data_points
     ]
-    assert [p.value for p in points] == [pytest.approx(0.75)]
+    want = 1.0 if name == semconv.METRIC_RUN_COST else 0.75
+    assert [p.value for p in points] == [pytest.approx(want)]
     assert points[0].attributes[semconv.GEN_AI_AGENT_NAME] == "support"
 
 
@@ -197,9 +208,7 @@ def test_an_agent_invoked_by_hand_inside_a_run_has_its_totals_on_the_run_span(
             )
         else:
             assert root.attributes[semconv.RUN_EXECUTED_COST] == 0.0
-            assert root.attributes[semconv.REPLAY_SAVED_COST] == pytest.approx(
-                stored.saved, rel=1e-9
-            )
+            assert root.attributes[semconv.RUN_SAVED_COST] == pytest.approx(stored.saved, rel=1e-9)
             assert stored.saved > 0
 
 

@@ -166,9 +166,12 @@ def test_chat_span_shape(configured: Any) -> None:
         assert attrs[semconv.GEN_AI_REQUEST_MODEL] == "fake-chat"
         assert attrs[semconv.GEN_AI_RESPONSE_MODEL] == "fake-chat"
         assert attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
-        assert attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0
-        assert attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 5
         assert attrs[semconv.BOUNDARY_KIND] == semconv.KIND_MODEL_CALL
+    # A replay paid nothing: its usage is what it saved (docs/design-notes.md, "Cost").
+    assert executed.attributes[semconv.GEN_AI_USAGE_INPUT_TOKENS] > 0
+    assert executed.attributes[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == 5
+    assert semconv.GEN_AI_USAGE_INPUT_TOKENS not in replay.attributes
+    assert replay.attributes[semconv.REPLAY_SAVED_OUTPUT_TOKENS] == 5
     assert replay.attributes[semconv.REPLAYED] is True
     assert replay.links[0].context.span_id == executed.context.span_id
     # Content is off by default: no message text on spans.

@@ -4,7 +4,9 @@ Each operation lists its span name pattern, span kind, and attributes by require
 (required, conditionally required, recommended, opt-in), with the type each value must have.
 ``violations(span)`` returns what a span gets wrong; an empty list means it conforms.
 Source: the OpenTelemetry GenAI semantic conventions (gen-ai-spans.md, inference and
-execute_tool operations).
+execute_tool operations), as docs/semconv.md cites them: the GenAI spans of
+open-telemetry/semantic-conventions-genai (model/gen-ai/spans.yaml, registry.yaml) and the
+cost attributes proposed there (``gen_ai.usage.cost.*``, inference spans only).
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ CHAT = Operation(
         semconv.GEN_AI_RESPONSE_FINISH_REASONS: _str_array,
         semconv.GEN_AI_USAGE_INPUT_TOKENS: _int,
         semconv.GEN_AI_USAGE_OUTPUT_TOKENS: _int,
+        semconv.GEN_AI_OUTPUT_TYPE: _str,
     },
     opt_in={
         semconv.GEN_AI_INPUT_MESSAGES: _messages_json,
@@ -131,9 +134,33 @@ CHAT = Operation(
         semconv.GEN_AI_TOOL_DEFINITIONS: _json,
         semconv.GEN_AI_REQUEST_TEMPERATURE: _num,
         semconv.GEN_AI_REQUEST_MAX_TOKENS: _int,
+        semconv.GEN_AI_REQUEST_TOP_P: _num,
+        semconv.GEN_AI_REQUEST_TOP_K: _num,
+        semconv.GEN_AI_REQUEST_SEED: _int,
+        semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY: _num,
+        semconv.GEN_AI_REQUEST_PRESENCE_PENALTY: _num,
+        semconv.GEN_AI_REQUEST_STOP_SEQUENCES: _str_array,
+        semconv.GEN_AI_RESPONSE_ID: _str,
         semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: _num,
+        semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: _int,
+        semconv.SERVER_ADDRESS: _str,
+        semconv.SERVER_PORT: _int,
+        semconv.GEN_AI_USAGE_COST_AMOUNT: _num,
+        semconv.GEN_AI_USAGE_COST_CURRENCY: _str,
     },
+    allowed_values={semconv.GEN_AI_OUTPUT_TYPE: frozenset({"text", "json", "image", "speech"})},
 )
+
+#: Cost belongs on inference spans only: a parent summing it under these names would be
+#: counted again by every backend that sums them (docs/design-notes.md, "Cost").
+COST_ATTRIBUTES = frozenset({semconv.GEN_AI_USAGE_COST_AMOUNT, semconv.GEN_AI_USAGE_COST_CURRENCY})
+
+#: A replayed chat span paid nothing: spanpoint's deliberate deviation from the recommended
+#: usage attributes, whose counts it carries under these names instead (docs/semconv.md).
+REPLAYED_USAGE = {
+    semconv.GEN_AI_USAGE_INPUT_TOKENS: semconv.REPLAY_SAVED_INPUT_TOKENS,
+    semconv.GEN_AI_USAGE_OUTPUT_TOKENS: semconv.REPLAY_SAVED_OUTPUT_TOKENS,
+}
 
 EXECUTE_TOOL = Operation(
     name=semconv.OP_EXECUTE_TOOL,
@@ -232,6 +259,18 @@ def violations(span: ReadableSpan, *, content: bool = False) -> list[str]:
             f"{span.name}: content attribute {key} without opt-in"
             for key in CONTENT_ATTRIBUTES & attrs.keys()
         )
+    if op is not CHAT or attrs.get(semconv.REPLAYED) is True:
+        problems.extend(
+            f"{span.name}: {key} on a span that paid no inference itself"
+            for key in sorted(COST_ATTRIBUTES & attrs.keys())
+        )
+    if op is CHAT and attrs.get(semconv.REPLAYED) is True:
+        problems.extend(
+            f"{span.name}: replayed span reports paid usage {key}"
+            for key in sorted(k for k in attrs if k.startswith("gen_ai.usage."))
+        )
+    if semconv.SERVER_PORT in attrs and semconv.SERVER_ADDRESS not in attrs:
+        problems.append(f"{span.name}: server.port without server.address")
     if span.status.status_code is StatusCode.ERROR and semconv.ERROR_TYPE not in attrs:
         problems.append(f"{span.name}: failed span without error.type")
     problems.extend(message_violations(span))
@@ -239,7 +278,13 @@ def violations(span: ReadableSpan, *, content: bool = False) -> list[str]:
 
 
 def missing_recommended(span: ReadableSpan) -> list[str]:
-    """Recommended attributes the span does not carry."""
+    """Recommended attributes the span does not carry (a replayed chat span's usage counts
+    are under spanpoint's saved names: :data:`REPLAYED_USAGE`)."""
     attrs = span.attributes or {}
     op = OPERATIONS[str(attrs.get(semconv.GEN_AI_OPERATION_NAME))]
-    return [key for key in op.recommended if key not in attrs]
+    replayed = attrs.get(semconv.REPLAYED) is True and op is CHAT
+    return [
+        key
+        for key in op.recommended
+        if key not in attrs and not (replayed and REPLAYED_USAGE.get(key) in attrs)
+    ]

@@ -13,6 +13,7 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.tools import BaseTool
@@ -20,7 +21,7 @@ from langgraph.types import Command
 from opentelemetry.util.types import AttributeValue
 
 from spanpoint import semconv
-from spanpoint.calls.cost import CallCost, message_cost, priced_attributes
+from spanpoint.calls.cost import CallCost, message_cost, priced_attributes, saved_attributes
 from spanpoint.calls.identity import FieldMemo
 from spanpoint.capture import CapturePolicy, redact_text, truncate
 
@@ -72,6 +73,92 @@ def _model_info(model: Any) -> tuple[str, str, Mapping[str, Any]]:
 _MODEL_INFO: FieldMemo[tuple[str, str, Mapping[str, Any]]] = FieldMemo()
 
 
+#: Where a chat model keeps its endpoint, first found wins: ChatOpenAI (``base_url``),
+#: ChatAnthropic, Azure OpenAI, and the ``base_url`` / ``endpoint`` most other clients have.
+_URL_FIELDS = ("openai_api_base", "anthropic_api_url", "azure_endpoint", "base_url", "endpoint")
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+#: Request settings read from the model object, by field name, beside its LangSmith params
+#: (``ls_temperature``, ``ls_max_tokens``, ``ls_stop``), which win where both say.
+_SETTINGS = (
+    (("ls_temperature", "temperature"), semconv.GEN_AI_REQUEST_TEMPERATURE),
+    (("ls_max_tokens", "max_tokens", "max_output_tokens"), semconv.GEN_AI_REQUEST_MAX_TOKENS),
+    (("top_p",), semconv.GEN_AI_REQUEST_TOP_P),
+    (("top_k",), semconv.GEN_AI_REQUEST_TOP_K),
+    (("seed",), semconv.GEN_AI_REQUEST_SEED),
+    (("frequency_penalty",), semconv.GEN_AI_REQUEST_FREQUENCY_PENALTY),
+    (("presence_penalty",), semconv.GEN_AI_REQUEST_PRESENCE_PENALTY),
+)
+
+
+def model_settings_attributes(model: Any, ls_params: Mapping[str, Any]) -> dict[str, Any]:
+    """``server.address`` / ``server.port`` from the model's endpoint and the
+    ``gen_ai.request.*`` settings it holds, memoized per model object like :func:`model_info`."""
+    global _LAST_SETTINGS
+    if model is None:
+        return _settings(None, ls_params)
+    last_params, found = _LAST_SETTINGS
+    # model_info's params are one object per model while its fields hold (a new object when
+    # they change): the last call's object means the last call's settings, without taking a
+    # snapshot of the fields again. The model itself is not held.
+    if last_params is ls_params:
+        return found
+    found = _MODEL_SETTINGS.get(model, lambda m: _settings(m, ls_params))
+    _LAST_SETTINGS = (ls_params, found)
+    return found
+
+
+def _settings(model: Any, ls_params: Mapping[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for names, attr in _SETTINGS:
+        for name in names:
+            value = ls_params.get(name) if name.startswith("ls_") else getattr(model, name, None)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                attrs[attr] = value
+                break
+    stop = ls_params.get("ls_stop") or getattr(model, "stop", None)
+    stop = stop or getattr(model, "stop_sequences", None)
+    if isinstance(stop, str):
+        stop = [stop]
+    if isinstance(stop, list | tuple) and stop and all(isinstance(s, str) for s in stop):
+        attrs[semconv.GEN_AI_REQUEST_STOP_SEQUENCES] = list(stop)
+    attrs.update(server_attributes(_endpoint(model)))
+    return attrs
+
+
+def _endpoint(model: Any) -> Any:
+    for name in _URL_FIELDS:
+        url = getattr(model, name, None)
+        if url:
+            return url
+    # ChatOpenAI without a base_url: its OpenAI client knows the default endpoint.
+    client = getattr(model, "root_client", None) or getattr(model, "client", None)
+    return getattr(client, "base_url", None)
+
+
+def server_attributes(url: Any) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of an endpoint URL (the scheme's default port
+    when it names none); nothing for a value that is not an absolute URL."""
+    if not url:
+        return {}
+    try:
+        parts = urlsplit(str(url))
+        host, port = parts.hostname, parts.port
+    except ValueError:  # not a URL (a port out of range): no address rather than a wrong one
+        return {}
+    if not host:
+        return {}
+    port = port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    attrs: dict[str, Any] = {semconv.SERVER_ADDRESS: host}
+    if port:
+        attrs[semconv.SERVER_PORT] = port
+    return attrs
+
+
+_MODEL_SETTINGS: FieldMemo[dict[str, Any]] = FieldMemo()
+_LAST_SETTINGS: tuple[Any, dict[str, Any]] = (None, {})
+
+
 def model_call_attributes(
     provider: str,
     model_name: str,
@@ -80,21 +167,22 @@ def model_call_attributes(
     messages: Sequence[BaseMessage] | None = None,
     system_message: BaseMessage | None = None,
     tools: Sequence[Any] | None = None,
+    *,
+    model: Any = None,
+    response_format: Any = None,
 ) -> dict[str, AttributeValue]:
     """The start attributes of a ``chat {model}`` span (the middleware's and the zero-code
-    patches' alike): GenAI request attributes, and the messages, system instructions and tool
-    definitions only when capture opts in."""
+    patches' alike): GenAI request attributes (the endpoint and settings of ``model`` when
+    given), and the messages, system instructions and tool definitions only when capture
+    opts in."""
     attrs: dict[str, AttributeValue] = {
         semconv.GEN_AI_OPERATION_NAME: semconv.OP_CHAT,
         semconv.GEN_AI_PROVIDER_NAME: provider,
         semconv.GEN_AI_REQUEST_MODEL: model_name,
+        # A chat model answers text; JSON when the request asks for a response format.
+        semconv.GEN_AI_OUTPUT_TYPE: "json" if response_format else "text",
     }
-    for key, attr in (
-        ("ls_temperature", semconv.GEN_AI_REQUEST_TEMPERATURE),
-        ("ls_max_tokens", semconv.GEN_AI_REQUEST_MAX_TOKENS),
-    ):
-        if isinstance(ls_params.get(key), int | float):
-            attrs[attr] = ls_params[key]
+    attrs.update(model_settings_attributes(model, ls_params))
     if capture.content_on_spans:
         if messages is not None:
             attrs[semconv.GEN_AI_INPUT_MESSAGES] = messages_json(
@@ -139,6 +227,9 @@ def tool_name(tool: BaseTool | dict[str, Any]) -> str:
     """The name of a tool or of a provider tool definition."""
     if isinstance(tool, BaseTool):
         return tool.name
+    function = tool.get("function")
+    if not tool.get("name") and isinstance(function, Mapping) and function.get("name"):
+        return str(function["name"])  # an OpenAI-format definition: {"type": "function", ...}
     return str(tool.get("name") or tool.get("type") or "tool")
 
 
@@ -170,11 +261,16 @@ def describe_model_response(
     request_model: str,
     capture: CapturePolicy,
     priced: list[tuple[AIMessage, CallCost | None]] | None = None,
+    *,
+    replayed: bool = False,
 ) -> dict[str, AttributeValue]:
-    """GenAI response attributes: response model, finish reasons, token usage.
+    """GenAI response attributes: response id and model, finish reasons, token usage, cost.
 
     ``priced``: gets ``(the reply, its cost)`` appended when a reply was described (its cost
     None without usage), so the caller can keep the cost for the reply's checkpoint.
+    ``replayed``: the reply was replayed, not paid for: its tokens and cost go under
+    ``spanpoint.replay.saved.*`` and no ``gen_ai.usage.*`` is set, so a backend that sums
+    (or prices) usage across spans counts each paid call once.
     """
     attrs: dict[str, AttributeValue] = {}
     ai = _last_ai(response)
@@ -184,16 +280,28 @@ def describe_model_response(
     attrs[semconv.GEN_AI_RESPONSE_MODEL] = str(
         meta.get("model_name") or meta.get("model") or request_model
     )
+    response_id = response_id_of(ai)
+    if response_id:
+        attrs[semconv.GEN_AI_RESPONSE_ID] = response_id
     reason = meta.get("finish_reason") or meta.get("stop_reason")
     if reason:
         attrs[semconv.GEN_AI_RESPONSE_FINISH_REASONS] = [str(reason)]
     usage = ai.usage_metadata
     cost: CallCost | None = None
     if usage:
-        attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = int(usage.get("input_tokens", 0))
-        attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = int(usage.get("output_tokens", 0))
-        cost = message_cost(ai)  # issue 16: priced by genai-prices, else unpriced
-        attrs.update(priced_attributes(cost))
+        inp, out = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        cost = message_cost(ai)  # priced by genai-prices, else unpriced
+        if replayed:
+            attrs[semconv.REPLAY_SAVED_INPUT_TOKENS] = inp
+            attrs[semconv.REPLAY_SAVED_OUTPUT_TOKENS] = out
+            attrs.update(saved_attributes(cost))
+        else:
+            attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = inp
+            attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = out
+            cached = (usage.get("input_token_details") or {}).get("cache_read")
+            if isinstance(cached, int) and cached:
+                attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
+            attrs.update(priced_attributes(cost))
     if priced is not None:
         priced.append((ai, cost))
     if capture.content_on_spans:
@@ -203,6 +311,24 @@ def describe_model_response(
         message["finish_reason"] = finish_reason(reason, ai)
         attrs[semconv.GEN_AI_OUTPUT_MESSAGES] = messages_json([message], capture)
     return attrs
+
+
+#: LangChain's own message ids (a run id), which name no provider response.
+_LANGCHAIN_IDS = ("run-", "lc_run-", "lc_")
+
+
+def response_id_of(message: AIMessage) -> str | None:
+    """The provider's id of the response a reply came in (``gen_ai.response.id``): its
+    ``response_metadata["id"]`` (OpenAI, Anthropic), else the message id when the provider
+    set it (a streamed ChatOpenAI reply keeps the completion id there only)."""
+    meta = message.response_metadata or {}
+    found = meta.get("id")
+    if isinstance(found, str) and found:
+        return found
+    own = message.id
+    if isinstance(own, str) and own and not own.startswith(_LANGCHAIN_IDS):
+        return own
+    return None
 
 
 def describe_tool_result(result: Any, capture: CapturePolicy) -> dict[str, AttributeValue]:

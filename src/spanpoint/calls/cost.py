@@ -80,6 +80,19 @@ def priced_attributes(cost: CallCost | None) -> dict[str, Any]:
     }
 
 
+def saved_attributes(cost: CallCost | None) -> dict[str, Any]:
+    """``spanpoint.replay.saved.cost.*`` of a replayed model call's span (or
+    ``spanpoint.cost.unpriced``): what the call cost when it ran, not paid again."""
+    if cost is None:
+        return {}
+    if cost.amount is None:
+        return {semconv.COST_UNPRICED: True}
+    return {
+        semconv.REPLAY_SAVED_COST: cost.amount,
+        semconv.REPLAY_SAVED_COST_CURRENCY: cost.currency,
+    }
+
+
 def output_cost(output: Any) -> CallCost | None:
     """The cost of a model call from its output (a ``ModelResponse``, its encoded form as
     stored, a ``ChatResult``'s parts, or an ``AIMessage``): its last AI message's."""
@@ -196,13 +209,15 @@ class RunCost:
         }
 
     def span_attributes(self) -> dict[str, Any]:
-        """The run root span's totals."""
+        """The run root span's totals: under spanpoint's names only, never the GenAI
+        ``gen_ai.usage.*`` ones (its model calls' spans carry those; a parent summing them
+        under the same names would be counted again by a backend that sums them)."""
         return {
             semconv.RUN_EXECUTED_COST: self.executed.cost,
             semconv.RUN_EXECUTED_TOKENS: self.executed.tokens,
             semconv.RUN_REPLAYED_TOKENS: self.replayed.tokens,
-            semconv.REPLAY_SAVED_COST: self.saved,
-            semconv.GEN_AI_USAGE_COST_CURRENCY: self.currency,
+            semconv.RUN_SAVED_COST: self.saved,
+            semconv.RUN_COST_CURRENCY: self.currency,
         }
 
 

@@ -111,6 +111,10 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
         call.messages,
         call.system_message,
         call.tools,
+        model=call.model,
+        response_format=call.response_format
+        if call.response_format is not None
+        else call.settings.get("response_format"),
     )
     # (response, its reply, the reply's cost) as the span's description priced it.
     priced: list[tuple[Any, AIMessage, cost.CallCost | None]] = []
@@ -131,6 +135,9 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
         span_kind=SpanKind.CLIENT,
         replay=replay,
         describe=describe,
+        describe_replay=lambda response: attributes.describe_model_response(
+            _reply_of(response), model_name, capture, replayed=True
+        ),
         encode=encode,
         decode=decode,
         on_staged=lambda cp: _keep_cost(cp, priced),

@@ -35,7 +35,7 @@ from spanpoint.graph.results import RunResult
 from spanpoint.guard.state import STATE_KEY as GUARD_STATE_KEY
 from spanpoint.run import RunScope, current_run
 from spanpoint.telemetry._per_provider import PerProvider
-from spanpoint.telemetry.metrics import graph_call_instruments, saved_cost_counter
+from spanpoint.telemetry.metrics import graph_call_instruments, run_cost_counters
 
 logger = logging.getLogger("spanpoint")
 
@@ -89,9 +89,9 @@ def build_summary(
 
 
 def _attempt_cost(scope: RunScope) -> dict[str, Any] | None:
-    """Tokens and cost of the attempt's executed and replayed model calls so far (issue 16),
-    also set on the run's root span, where ``spanpoint.replay.saved.cost.amount`` is what
-    replay saved: the same totals ``spanpoint show`` reads back from the store later."""
+    """Tokens and cost of the attempt's executed and replayed model calls so far, also set on
+    the run's root span (``spanpoint.run.cost``, ``spanpoint.run.cost.saved``): the same
+    totals ``spanpoint show`` reads back from the store later."""
     if not any(kind == semconv.KIND_MODEL_CALL for kind, _ in scope.boundary_counts):
         # No model-call boundary in this attempt (a graph_call run): zero, without reading
         # every checkpoint of the run from the store after each graph call.
@@ -136,32 +136,37 @@ def emit_summary(
         # The context now, not the one current when the batch is recorded (exemplars).
         instruments = graph_call_instruments(cfg.meter_provider)
         instruments.record(summary, context or otel_context.get_current())
-        _count_saved(cfg.meter_provider, summary)
+        _count_cost(cfg.meter_provider, summary)
     except Exception as exc:
         if cfg.strict:
             raise SpanpointError(f"could not emit the run summary: {exc}") from exc
         logger.warning("spanpoint: could not emit the run summary: %s", exc)
 
 
-# (run id, attempt) -> the saved cost already counted: a summary holds the attempt's total so
-# far, the counter gets what is new since the attempt's previous graph call.
-_counted_saved: dict[tuple[str, int], float] = {}
+# (run id, attempt) -> (paid, saved) already counted: a summary holds the attempt's totals so
+# far, the counters get what is new since the attempt's previous graph call.
+_counted_cost: dict[tuple[str, int], tuple[float, float]] = {}
 _counted_lock = threading.Lock()
 
 
-def _count_saved(provider: MeterProvider, summary: Mapping[str, Any]) -> None:
+def _count_cost(provider: MeterProvider, summary: Mapping[str, Any]) -> None:
     cost, run_id = summary.get("cost"), summary.get("run_id")
     if not cost or not run_id:
         return
     key = (run_id, int(summary.get("attempt") or 0))
+    paid, saved = cost["executed"]["cost"], cost["saved"]
     with _counted_lock:
-        delta = cost["saved"] - _counted_saved.get(key, 0.0)
-        if len(_counted_saved) >= 4096:
-            _counted_saved.clear()
-        _counted_saved[key] = cost["saved"]
-    if delta > 0:
+        before = _counted_cost.get(key, (0.0, 0.0))
+        if len(_counted_cost) >= 4096:
+            _counted_cost.clear()
+        _counted_cost[key] = (paid, saved)
+    if paid > before[0] or saved > before[1]:
         attrs = {semconv.GEN_AI_AGENT_NAME: summary["name"], semconv.STRATEGY: summary["strategy"]}
-        saved_cost_counter(provider).add(delta, attrs)
+        counters = run_cost_counters(provider)
+        if paid > before[0]:
+            counters.paid.add(paid - before[0], attrs)
+        if saved > before[1]:
+            counters.saved.add(saved - before[1], attrs)
 
 
 _logger: PerProvider[Any] = PerProvider(

@@ -1,6 +1,7 @@
 """The GenAI client metrics, from spanpoint's own spans: one place emits each.
 
-``gen_ai.client.operation.duration`` (s) and ``gen_ai.client.token.usage`` ({token}) with the
+``gen_ai.client.operation.duration`` (s), ``gen_ai.client.token.usage`` ({token}) and, for a
+priced model call, ``gen_ai.client.operation.cost`` (a proposal, docs/semconv.md) with the
 attributes the GenAI conventions define for them: ``gen_ai.operation.name``,
 ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``, ``error.type``
 and, for token usage, ``gen_ai.token.type`` (``input`` / ``output``).
@@ -66,6 +67,13 @@ class _Instruments:
             unit="{token}",
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
+        )
+        # Each executed model call's priced cost (a replayed one is not an operation: its
+        # saving is counted by the run's spanpoint.run.cost.saved).
+        self.cost = meter.create_histogram(
+            semconv.METRIC_GEN_AI_OPERATION_COST,
+            unit=f"{{{SAVED_COST_CURRENCY}}}",
+            description="Priced cost of one GenAI operation",
         )
         # An observable counter over totals kept here, as the graph-call counters are: a run
         # end adds to a dict (well under a microsecond) instead of going through the SDK's
@@ -165,6 +173,9 @@ def record(span: ReadableSpan, attrs: Any, operation: Any) -> None:
         value = get(key)
         if isinstance(value, int) and not isinstance(value, bool):
             tokens.record(value, {**metric_attrs, semconv.GEN_AI_TOKEN_TYPE: token_type}, context)
+    amount = get(semconv.GEN_AI_USAGE_COST_AMOUNT)
+    if isinstance(amount, int | float) and not isinstance(amount, bool):
+        instruments.cost.record(amount, metric_attrs, context)
 
 
 _TOKEN_TYPES = (
@@ -342,15 +353,29 @@ def graph_call_instruments(provider: Any) -> GraphCallInstruments:
 #: the two equal; plumbing imports no pricing).
 SAVED_COST_CURRENCY = "USD"
 
-_saved_cost: PerProvider[Any] = PerProvider(
-    lambda provider: provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__).create_counter(
-        semconv.METRIC_REPLAY_SAVED_COST,
-        unit=f"{{{SAVED_COST_CURRENCY}}}",  # an annotation: Prometheus names it ..._cost_total
-        description="Cost of model calls replayed instead of executed (issue 16)",
-    )
-)
+
+class RunCostCounters:
+    """``spanpoint.run.cost`` and ``spanpoint.run.cost.saved``: what runs paid for the model
+    calls they executed, and what replaying the others saved, in currency units."""
+
+    def __init__(self, provider: Any) -> None:
+        meter = provider.get_meter(semconv.INSTRUMENTATION_NAME, __version__)
+        unit = f"{{{SAVED_COST_CURRENCY}}}"  # an annotation: Prometheus adds no unit suffix
+        self.paid = meter.create_counter(
+            semconv.METRIC_RUN_COST,
+            unit=unit,
+            description="Cost of the model calls runs executed",
+        )
+        self.saved = meter.create_counter(
+            semconv.METRIC_REPLAY_SAVED_COST,
+            unit=unit,
+            description="Cost of the model calls runs replayed instead of executing them",
+        )
 
 
-def saved_cost_counter(provider: Any) -> Any:
-    """``spanpoint.replay.saved.cost`` on ``provider``: what replay saved, in currency units."""
-    return _saved_cost(provider)
+_run_cost: PerProvider[RunCostCounters] = PerProvider(RunCostCounters)
+
+
+def run_cost_counters(provider: Any) -> RunCostCounters:
+    """The run cost counters on ``provider`` (``spanpoint.graph.summary`` adds to them)."""
+    return _run_cost(provider)
