@@ -865,6 +865,23 @@ def _canon_path(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
     return {"__path__": [_qualified(type(value)), str(value)]}
 
 
+class Uncacheable:
+    """Stands in an identity for an input known to have no faithful fingerprint (a LangGraph
+    store, whose contents change between calls): fingerprinting the identity raises
+    :class:`UnfingerprintableInputError` naming where it stands, so the boundary executes
+    every time, with a warning, instead of being keyed without it."""
+
+    __slots__ = ("reason", "type_name")
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        self.type_name = type_name
+        self.reason = reason
+
+
+def _canon_uncacheable(value: Uncacheable, depth: int, seen: tuple[int, ...]) -> Any:
+    raise UnfingerprintableInputError(value.type_name, value.reason)
+
+
 #: The builtin shapes read whole, by exact type (a Python subclass of one of them is read
 #: by the same reader, plus its type and attributes: see _canon_other).
 _READERS: dict[type, Callable[[Any, int, tuple[int, ...]], Any]] = {
@@ -893,6 +910,7 @@ _READERS: dict[type, Callable[[Any, int, tuple[int, ...]], Any]] = {
     type: _canon_named,
     ModuleType: _canon_named,
     **{cls: _canon_path for cls in (PurePosixPath, PureWindowsPath, PosixPath, WindowsPath)},
+    Uncacheable: _canon_uncacheable,
 }
 
 #: How a Python subclass's builtin content is read (by the builtin's own methods, so that an
