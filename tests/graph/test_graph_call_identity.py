@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -266,3 +267,62 @@ def test_an_agent_with_a_store_is_never_replayed(route: str, tmp_path: Path) -> 
         answers.append(tool_answers(output)[-1])
         assert any("store" in w for w in warnings), warnings
     assert answers == ["balance: 10", "balance: 99"]
+
+
+@pytest.mark.parametrize("route", ROUTES, indirect=True)
+def test_a_value_that_cannot_be_read_is_never_replayed_and_is_named(
+    route: str, tmp_path: Path
+) -> None:
+    """A configurable value spanpoint cannot fingerprint (an ``io.StringIO`` the node reads)
+    makes the call not cacheable: alice and bob on one run id and thread both execute and get
+    their own answer (the thread's earlier state is not handed over either), and the warning
+    names the argument."""
+    effects = tmp_path / "effects.txt"
+    graph = plain_graph(effects)
+
+    def who(state: State) -> dict[str, Any]:
+        return {"answer": get_config()["configurable"]["client"].getvalue()}
+
+    graph = _with_answer(graph, who)
+    answers = []
+    for user in ("alice", "bob"):
+        configurable = {"client": io.StringIO(user)}
+        output, warnings = call(route, graph, "run-io", {"q": "io"}, "t", configurable, {})
+        answers.append(output["answer"])
+        assert any("['configurable']['client']" in w for w in warnings), warnings
+    assert answers == ["alice", "bob"]
+    assert read_effects(effects)["io"] == 2
+
+
+def _with_answer(graph: Any, answer: Any) -> Any:
+    """``graph``'s builder with its answer node replaced, compiled the same way."""
+    builder = graph.builder
+    builder.nodes.pop("answer")
+    builder.add_node("answer", answer)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("route", ["runner", "runner_async"], indirect=True)
+def test_a_request_keys_the_configurable_values_of_its_config(route: str, tmp_path: Path) -> None:
+    """``RunRequest.start(config={"configurable": ...})``: those values reach the graph, so
+    they are part of the key as much as ``configurable=``'s."""
+    effects = tmp_path / "effects.txt"
+    runner = spanpoint.GraphRunner(plain_graph(effects), name="g")
+    answers = []
+    for user in ("alice", "bob", "alice"):
+        req = spanpoint.RunRequest.start(
+            {"q": "cfg"}, thread_id="t", config={"configurable": {"user_id": user}}
+        )
+
+        async def main(req: Any = req) -> Any:
+            async with spanpoint.run("run-cfg"):
+                return (await runner.ainvoke(req)).output
+
+        if route == "runner_async":
+            output = asyncio.run(main())
+        else:
+            with spanpoint.run("run-cfg"):
+                output = runner.invoke(req).output
+        answers.append(output["answer"])
+    assert all(u in a for a, u in zip(answers, ("alice", "bob", "alice"), strict=True))
+    assert read_effects(effects)["cfg"] == 2
