@@ -326,3 +326,30 @@ def test_a_request_keys_the_configurable_values_of_its_config(route: str, tmp_pa
         answers.append(output["answer"])
     assert all(u in a for a, u in zip(answers, ("alice", "bob", "alice"), strict=True))
     assert read_effects(effects)["cfg"] == 2
+
+
+@pytest.mark.parametrize("configured_route", ["stream", "astream"])
+def test_a_stream_of_a_graph_that_reaches_a_store_is_never_returned_from_its_thread(
+    configured: Any, configured_route: str, tmp_path: Path
+) -> None:
+    """A ``GraphRunner`` stream inside a run is recognised by its thread on a rerun; a graph
+    that reaches a store is not: the second attempt executes and streams the new balance."""
+    store = InMemoryStore()
+    effects = tmp_path / "effects.txt"
+    runner = spanpoint.GraphRunner(plain_graph(effects, store=store), name="g")
+    seen = []
+    for balance in (10, 99):
+        store.put(("balances",), "alice", {"n": balance})
+
+        async def chunks() -> list[Any]:
+            async with spanpoint.run("run-stream"):
+                return [c async for c in runner.astream({"q": "st"}, thread_id="t")]
+
+        if configured_route == "astream":
+            streamed = asyncio.run(chunks())
+        else:
+            with spanpoint.run("run-stream"):
+                streamed = list(runner.stream({"q": "st"}, thread_id="t"))
+        seen.append(repr(streamed))
+    assert read_effects(effects)["st"] == 2
+    assert "10" in seen[0] and "99" in seen[1]

@@ -370,16 +370,21 @@ class GraphCall:
         return config, kw, durable
 
     def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
-        """Under ``calls`` (no boundary): the key a graph-call boundary would have, so that a
-        rerun recognises the thread's progress; "" when the call cannot be keyed."""
+        """Under ``calls`` and for a stream (no boundary): the key a graph-call boundary would
+        have, so that a rerun recognises the thread's progress; "" when the call cannot be
+        keyed."""
         scope = current_run()
         if scope is None or not (self._pregel and self.info.has_state):
             return None
-        fingerprint = request_fingerprint(req, kwargs)
-        if fingerprint is None:
-            identity = self._identity(req, kwargs, durable=False)
-            return rerun.identity_key(scope, self.runner.name, identity)
-        return rerun.enclosing_key(scope, self.runner.name, fingerprint)
+        # A stream under graph_call follows the boundary's rule: a graph that reaches a store
+        # is not keyed, so a rerun never hands it the state an earlier attempt left.
+        durable = self.runner.strategy == "graph_call"
+        if not durable or reachable_store(self.graph) is None:
+            fingerprint = request_fingerprint(req, kwargs)
+            if fingerprint is not None:
+                return rerun.enclosing_key(scope, self.runner.name, fingerprint)
+        identity = self._identity(req, kwargs, durable=durable)
+        return rerun.identity_key(scope, self.runner.name, identity)
 
     def _on_start(self, span: trace.Span, req: RunRequest, *, executing: bool = True) -> None:
         if req.is_resume and span.is_recording():
