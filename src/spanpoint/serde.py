@@ -31,6 +31,7 @@ import re
 import sys
 from collections import Counter, OrderedDict, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
 from pathlib import PosixPath, PurePosixPath, PureWindowsPath, WindowsPath
@@ -695,6 +696,7 @@ def canonical(value: Any) -> Any:
     """
     if type(value) in _PLAIN:
         return value
+    token = _CALL_IDS.set({})
     try:
         return _canon(value, 0, ())
     except UnfingerprintableInputError as exc:
@@ -705,6 +707,8 @@ def canonical(value: Any) -> Any:
         raise UnfingerprintableInputError(
             _qualified(type(value)), "nests too deep to be read"
         ) from None
+    finally:
+        _CALL_IDS.reset(token)
 
 
 def _canon(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
@@ -865,6 +869,23 @@ def _canon_path(value: Any, depth: int, seen: tuple[int, ...]) -> Any:
     return {"__path__": [_qualified(type(value)), str(value)]}
 
 
+class Uncacheable:
+    """Stands in an identity for an input known to have no faithful fingerprint (a LangGraph
+    store, whose contents change between calls): fingerprinting the identity raises
+    :class:`UnfingerprintableInputError` naming where it stands, so the boundary executes
+    every time, with a warning, instead of being keyed without it."""
+
+    __slots__ = ("reason", "type_name")
+
+    def __init__(self, type_name: str, reason: str) -> None:
+        self.type_name = type_name
+        self.reason = reason
+
+
+def _canon_uncacheable(value: Uncacheable, depth: int, seen: tuple[int, ...]) -> Any:
+    raise UnfingerprintableInputError(value.type_name, value.reason)
+
+
 #: The builtin shapes read whole, by exact type (a Python subclass of one of them is read
 #: by the same reader, plus its type and attributes: see _canon_other).
 _READERS: dict[type, Callable[[Any, int, tuple[int, ...]], Any]] = {
@@ -893,6 +914,7 @@ _READERS: dict[type, Callable[[Any, int, tuple[int, ...]], Any]] = {
     type: _canon_named,
     ModuleType: _canon_named,
     **{cls: _canon_path for cls in (PurePosixPath, PureWindowsPath, PosixPath, WindowsPath)},
+    Uncacheable: _canon_uncacheable,
 }
 
 #: How a Python subclass's builtin content is read (by the builtin's own methods, so that an
@@ -1071,23 +1093,35 @@ def _model_state(model: BaseModel) -> dict[str, Any]:
 
 #: Fields of a LangChain message that change on every execution and so are not part of what
 #: it says: ``id`` (assigned at run time), ``response_metadata`` (timestamps, request ids) and
-#: ``usage_metadata``. Tool-call ids come from the model: a tool call is its name and arguments
-#: (a ToolMessage keeps its ``tool_call_id``, which ties it to the call it answers).
+#: ``usage_metadata``. Every other field is: type and class, ``ChatMessage.role``, content
+#: and its parts, name, ``additional_kwargs`` (a legacy ``function_call``, provider fields),
+#: tool calls valid and invalid, status, a tool message's artifact.
 _VOLATILE_MESSAGE_FIELDS = frozenset({"id", "response_metadata", "usage_metadata"})
 _TOOL_CALL_FIELDS = frozenset({"tool_calls", "invalid_tool_calls", "tool_call_chunks"})
+
+#: Tool-call ids come from the model and differ on every real call: inside one fingerprinted
+#: value each distinct id stands as the order it was first seen in, so which result answers
+#: which call (a ToolMessage's ``tool_call_id``, a provider's raw tool calls) is kept, not the
+#: id's spelling. Set by :func:`canonical` for the value it reads.
+_CALL_IDS: ContextVar[dict[str, int] | None] = ContextVar("spanpoint_call_ids", default=None)
 
 
 def _canonical_message(msg: BaseMessage, depth: int, seen: tuple[int, ...]) -> Any:
     fields = dict(msg.__dict__)
     fields.update(getattr(msg, "__pydantic_extra__", None) or {})
+    ids = _CALL_IDS.get()
+    if ids is None:
+        ids = {}
     view: dict[str, Any] = {}
     for field, val in fields.items():
         if field in _VOLATILE_MESSAGE_FIELDS or val is None or (type(val) in _EMPTY and not val):
             continue
         if field in _TOOL_CALL_FIELDS and type(val) is list:
-            val = [_without_id(call) for call in val]
+            val = [_linked(call, ids) for call in val]
         elif field == "additional_kwargs" and type(val) is dict and "tool_calls" in val:
-            val = {**val, "tool_calls": [_without_id(c) for c in val["tool_calls"] or ()]}
+            val = {**val, "tool_calls": [_linked(c, ids) for c in val["tool_calls"] or ()]}
+        elif field == "tool_call_id" and type(val) is str:
+            val = {"__call__": ids.setdefault(val, len(ids))}
         try:
             view[field] = val if type(val) in _PLAIN else _canon(val, depth, seen)
         except UnfingerprintableInputError as exc:
@@ -1100,8 +1134,17 @@ def _canonical_message(msg: BaseMessage, depth: int, seen: tuple[int, ...]) -> A
 _EMPTY = frozenset({str, list, dict})
 
 
-def _without_id(call: Any) -> Any:
-    return {k: v for k, v in call.items() if k != "id"} if isinstance(call, dict) else call
+def _linked(call: Any, ids: dict[str, int]) -> Any:
+    """A tool call with its id as the order the id was first seen in (see _CALL_IDS)."""
+    if not isinstance(call, dict):
+        return call
+    linked = {k: v for k, v in call.items() if k != "id"}
+    ident = call.get("id")
+    if type(ident) is str:
+        linked["id"] = {"__call__": ids.setdefault(ident, len(ids))}
+    elif ident is not None:
+        linked["id"] = ident
+    return linked
 
 
 # The C JSON encoder lives in _json, a name module that stores may import without LangGraph.
@@ -1139,7 +1182,7 @@ def fingerprint(value: Any) -> str:
 #: faithful replay", docs/concepts.md). It enters every key, so a change to those rules
 #: changes every key once: a checkpoint written under another format is never found, and its
 #: boundary executes again instead of replaying something the rules no longer vouch for.
-_KEY_FORMAT = "spanpoint-key-2"
+_KEY_FORMAT = "spanpoint-key-3"
 
 
 def checkpoint_key(run_id: str, path: str, ordinal: int, input_fingerprint: str) -> str:

@@ -24,6 +24,7 @@ from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
 from spanpoint.events import add_bounded_event
 from spanpoint.graph import rerun
+from spanpoint.graph.identity import graph_call_identity, keyed_frame_identity, reachable_store
 from spanpoint.graph.inspect import GraphInfo, base_attributes, captured_attributes
 from spanpoint.graph.invoke import (
     NodeCounts,
@@ -50,7 +51,7 @@ from spanpoint.graph.results import (
 from spanpoint.graph.resume import link_to_pause, paused_link, stamp_pause_origin
 from spanpoint.graph.summary import build_summary, emit_summary
 from spanpoint.graph.types import CallOwner, RunRequest
-from spanpoint.run import RunScope, current_frame, current_run
+from spanpoint.run import RunScope, current_run
 from spanpoint.spans import resume_attributes
 
 # serde.fingerprint's canonical JSON: sorted keys, compact, UTF-8.
@@ -86,7 +87,13 @@ def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | Non
     and a thread (None otherwise): the same digest, with only the input and the thread id
     encoded per call. Keys stay those of the general path (tests/graph/test_graph_runner.py checks
     that both agree)."""
-    if req.checkpoint_ns is not None or req.context is not None or req.configurable or kwargs:
+    if (
+        req.checkpoint_ns is not None
+        or req.context is not None
+        or req.configurable
+        or kwargs
+        or req.config.get("configurable")
+    ):
         return None
     try:
         view = serde.canonical(req.input)
@@ -182,7 +189,8 @@ class GraphCall:
     def _spec(self, req: RunRequest, kwargs: dict[str, Any]) -> BoundarySpec:
         identity = fingerprint = None
         if current_run() is not None:  # only a durable call is keyed by its input
-            fingerprint = request_fingerprint(req, kwargs)
+            if reachable_store(self.graph) is None:  # else: not cacheable (the identity says)
+                fingerprint = request_fingerprint(req, kwargs)
             if fingerprint is None:
                 identity = self._identity(req, kwargs)
         return BoundarySpec(
@@ -199,17 +207,22 @@ class GraphCall:
             decode=decode_result,
         )
 
-    @staticmethod
-    def _identity(req: RunRequest, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """What identifies a graph call's input (never stored: only its fingerprint)."""
-        return {
-            "input": req.input,
-            "thread_id": req.thread_id,
-            "checkpoint_ns": req.checkpoint_ns,
-            "context": req.context,
-            "configurable": req.configurable,
-            "kwargs": kwargs,
-        }
+    def _identity(
+        self, req: RunRequest, kwargs: dict[str, Any], *, durable: bool = True
+    ) -> dict[str, Any]:
+        """What identifies a graph call's input (never stored: only its fingerprint), by the
+        rule the zero-code patches key by (spanpoint.graph.identity)."""
+        configurable = req.graph_config()["configurable"]  # the config's and the request's
+        return graph_call_identity(
+            self.graph,
+            req.input,
+            thread_id=req.thread_id,
+            checkpoint_ns=configurable.get("checkpoint_ns"),
+            context=req.context,
+            configurable=configurable,
+            kwargs=kwargs,
+            durable=durable,
+        )
 
     def _describe(self, result: RunResult) -> dict[str, Any]:
         """The result's span attributes; its last reply as output when capture opts in."""
@@ -314,8 +327,7 @@ class GraphCall:
             return None
         key = tally.call_key if tally is not None else None
         if key is None:
-            frame = current_frame()
-            key = frame.identity if frame is not None and frame is not scope.root else ""
+            key = keyed_frame_identity(scope)
         return (scope, key) if key else None
 
     def _stamped(
@@ -358,15 +370,21 @@ class GraphCall:
         return config, kw, durable
 
     def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
-        """Under ``calls`` (no boundary): the key a graph-call boundary would have, so that a
-        rerun recognises the thread's progress; "" when the call cannot be keyed."""
+        """Under ``calls`` and for a stream (no boundary): the key a graph-call boundary would
+        have, so that a rerun recognises the thread's progress; "" when the call cannot be
+        keyed."""
         scope = current_run()
         if scope is None or not (self._pregel and self.info.has_state):
             return None
-        fingerprint = request_fingerprint(req, kwargs)
-        if fingerprint is None:
-            return rerun.identity_key(scope, self.runner.name, self._identity(req, kwargs))
-        return rerun.enclosing_key(scope, self.runner.name, fingerprint)
+        # A stream under graph_call follows the boundary's rule: a graph that reaches a store
+        # is not keyed, so a rerun never hands it the state an earlier attempt left.
+        durable = self.runner.strategy == "graph_call"
+        if not durable or reachable_store(self.graph) is None:
+            fingerprint = request_fingerprint(req, kwargs)
+            if fingerprint is not None:
+                return rerun.enclosing_key(scope, self.runner.name, fingerprint)
+        identity = self._identity(req, kwargs, durable=durable)
+        return rerun.identity_key(scope, self.runner.name, identity)
 
     def _on_start(self, span: trace.Span, req: RunRequest, *, executing: bool = True) -> None:
         if req.is_resume and span.is_recording():

@@ -43,7 +43,7 @@ from spanpoint.instrumentation.graph_spans import (
     end_graph_span,
     mark_paused,
 )
-from spanpoint.run import current_frame, current_run
+from spanpoint.run import current_run
 from spanpoint.spans import fail_span
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -220,13 +220,26 @@ def _meta_spec(meta: GraphMeta, config: Any, *, nested: bool, durable: bool) -> 
     )
 
 
-def _identity(args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any) -> Any:
-    configurable = config.get("configurable", {}) if isinstance(config, Mapping) else {}
-    return {
-        "input": args[0] if args else kwargs.get("input"),
-        "thread_id": configurable.get("thread_id"),
-        "checkpoint_ns": configurable.get("checkpoint_ns"),
-    }
+def _identity(
+    graph: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any], config: Any, *, durable: bool
+) -> dict[str, Any]:
+    """A graph call's identity by the rule ``GraphRunner`` keys by (spanpoint.graph.identity):
+    its input, thread, context, configurable values and keyword arguments."""
+    from spanpoint.graph.identity import graph_call_identity  # for import time: first call
+
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    configurable = configurable if isinstance(configurable, Mapping) else {}
+    rest = {k: v for k, v in kwargs.items() if k not in ("input", "config")}
+    return graph_call_identity(
+        graph,
+        args[0] if args else kwargs.get("input"),
+        thread_id=configurable.get("thread_id"),
+        checkpoint_ns=configurable.get("checkpoint_ns"),
+        context=None,
+        configurable=configurable,
+        kwargs=rest,
+        durable=durable,
+    )
 
 
 def adopted_span(
@@ -262,10 +275,10 @@ def _durable(options: PatchOptions, parent: ActiveGraphCall | None) -> bool:
 # --- invoke / ainvoke ------------------------------------------------------------------------
 
 
-def _durable_spec(meta: GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
+def _durable_spec(meta: GraphMeta, graph: Any, args: Any, kwargs: Any) -> BoundarySpec:
     config = config_of(args, kwargs)
     spec = _meta_spec(meta, config, nested=False, durable=True)
-    spec.identity = _identity(args, kwargs, config)
+    spec.identity = _identity(graph, args, kwargs, config, durable=True)
     capture = settings().capture
     if capture.content_on_spans:  # what went in and came out, where viewers read it
         # For import time: the GenAI attributes load langchain.agents, paid with capture on.
@@ -282,7 +295,7 @@ def _durable_spec(meta: GraphMeta, args: Any, kwargs: Any) -> BoundarySpec:
 
 
 def _rerun_target(
-    meta: GraphMeta, options: PatchOptions, args: Any, kwargs: Any
+    meta: GraphMeta, graph: Any, options: PatchOptions, args: Any, kwargs: Any
 ) -> tuple[Any, str | None] | None:
     """(run, key) of an outermost graph call inside a run, which a rerun may continue
     (spanpoint.graph.rerun); None outside a run. The key is None under ``graph_call``: the
@@ -294,15 +307,16 @@ def _rerun_target(
         return scope, None
     from spanpoint.graph import rerun  # for import time: loaded by the first call in a run
 
-    identity = _identity(args, kwargs, config_of(args, kwargs))
+    identity = _identity(graph, args, kwargs, config_of(args, kwargs), durable=False)
     return scope, rerun.identity_key(scope, meta.name, identity)
 
 
 def _boundary_key(scope: Any, key: str | None) -> str:
     if key is not None:
         return key
-    frame = current_frame()  # the graph call's boundary frame
-    return frame.identity if frame is not None and frame is not scope.root else ""
+    from spanpoint.graph.identity import keyed_frame_identity  # for import time (see _identity)
+
+    return keyed_frame_identity(scope)  # the graph call's boundary frame
 
 
 def _rerunning(
@@ -323,7 +337,7 @@ def _rerunning(
     ``Pregel.ainvoke``, and so is what this returns."""
     if parent is not None:
         return wrapped
-    target = _rerun_target(meta, options, args, kwargs) if meta.info.has_state else None
+    target = _rerun_target(meta, graph, options, args, kwargs) if meta.info.has_state else None
     noting = _anoting if asynchronous else _noting
     if target is None and not meta.info.has_state:
         scope = current_run()
@@ -539,7 +553,7 @@ def _durable_call(
     meta: GraphMeta, graph_call: ActiveGraphCall, body: Callable[..., Any], args: Any, kwargs: Any
 ) -> Any:
     """The call as a boundary of the current run (executed or replayed)."""
-    spec = _durable_spec(meta, args, kwargs)
+    spec = _durable_spec(meta, graph_call.graph, args, kwargs)
     output = span_call(spec, _owning(graph_call, body), *args, **kwargs)
     _note(current_run(), output)  # replayed too: a stopped run stays stopped
     return output
@@ -549,7 +563,7 @@ async def _adurable_call(
     meta: GraphMeta, graph_call: ActiveGraphCall, body: Callable[..., Any], args: Any, kwargs: Any
 ) -> Any:
     """The async form of :func:`_durable_call`."""
-    spec = _durable_spec(meta, args, kwargs)
+    spec = _durable_spec(meta, graph_call.graph, args, kwargs)
     output = await aspan_call(spec, _aowning(graph_call, body), *args, **kwargs)
     _note(current_run(), output)  # replayed too: a stopped run stays stopped
     return output
