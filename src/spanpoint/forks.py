@@ -23,6 +23,12 @@ as a whole and never reach the override. Copied checkpoints keep their original 
 (a replay in the fork links to the original execution) and attempt 0 (the fork's own
 attempts count from 1, and its cost totals count what it executed itself).
 
+A run on a LangGraph thread with a persistent checkpointer keys its calls by that thread's
+task ids, which a fork cannot reuse (the original thread has already answered; the fork runs
+on a new thread). Each checkpoint also keeps the identity its call has by position
+(``run.Frame.portable``); a fork is keyed by that, and a fork run keys its tasks by position,
+so the same program on a new thread finds the calls before the cut.
+
 The new run also gets one record that is no boundary (kind ``fork``): the original run, the
 cut, and the original run's span, which every attempt of the fork links to from its run span
 (``spanpoint.run``; ``spanpoint.fork.*`` attributes). Everything is checked before the first
