@@ -111,7 +111,8 @@ def fork(
     try:
         new_id = validate_run_id(new_run_id or f"{run_id}.fork-{uuid.uuid4().hex[:8]}")
         writes = plan(st, run_id, at, output, new_id)
-        _write(st, new_id, writes)
+        original = st.get_run(run_id)
+        _write(st, new_id, original.name if original else None, writes)
     finally:
         if isinstance(store, str):
             st.close()
@@ -500,8 +501,24 @@ def _check_reads_back(kind: str, value: Any) -> None:
 # --- writing -------------------------------------------------------------------------------
 
 
-def _write(store: CheckpointStore, new_run_id: str, writes: Sequence[Checkpoint]) -> None:
-    """Put ``writes`` in order, the origin record (which makes the run a fork) last."""
+def _write(
+    store: CheckpointStore, new_run_id: str, name: str | None, writes: Sequence[Checkpoint]
+) -> None:
+    """Record the new run (no attempt yet, status ``forked``: ``spanpoint runs`` lists it and
+    ``spanpoint gc`` collects it, run or not), then put ``writes`` in order, the origin
+    record (which makes the run a fork) last."""
+    create = getattr(store, "create_run", None)  # a store of the user's may not record one
+    try:
+        if create is not None and not create(new_run_id, name, "forked"):
+            raise ForkError(
+                f"run {new_run_id!r} already exists in {store.description}; fork under another "
+                "id (new_run_id=..., or --as on the command line)"
+            )
+    except StoreError as exc:
+        raise ForkError(
+            f"{store.description} failed to record fork {new_run_id!r} ({exc}); nothing was "
+            "written: fork again"
+        ) from exc
     for done, cp in enumerate(writes):
         try:
             store.put(cp)

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from spanpoint._json import encoded_text, json_text
 from spanpoint.errors import CorruptCheckpointError
 
-RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted", "stopped"]
+RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted", "stopped", "forked"]
 BoundaryStatus = Literal["ok", "error", "replayed", "interrupted"]
 ClaimState = Literal["committed", "acquired", "held"]
 #: Where a page of ``list_runs`` ends: the last run's ``(updated_at, run_id)``
