@@ -132,3 +132,36 @@ def test_a_fork_at_the_second_tool_call_on_a_new_thread_executes_what_read_it(
     graph = make_runner(effects, saver).graph
     state = graph.get_state({"configurable": {"thread_id": "thread-orig"}})
     assert state.values["messages"][-1].content == original.output["messages"][-1].content
+
+
+async def arun_on(agent: spanpoint.GraphRunner, run_id: str, thread: str) -> Any:
+    with spanpoint.run(rid(run_id)) as run:
+        result = await agent.ainvoke(REQUEST, thread_id=thread)
+    return result, run
+
+
+@pytest.mark.parametrize("original_mode", ["sync", "async"])
+@pytest.mark.parametrize("fork_mode", ["sync", "async"])
+async def test_sync_and_async_runs_on_a_thread_fork_into_each_other(
+    configured_sqlite: Any, tmp_path: Path, original_mode: str, fork_mode: str
+) -> None:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    effects, db = tmp_path / "effects", str(tmp_path / "graph.db")
+
+    async def go(mode: str, run_id: str, thread: str) -> Any:
+        if mode == "sync":
+            conn = sqlite3.connect(db, check_same_thread=False)
+            try:
+                return run_on(make_runner(effects, SqliteSaver(conn)), run_id, thread)[0]
+            finally:
+                conn.close()
+        async with AsyncSqliteSaver.from_conn_string(db) as saver:
+            return (await arun_on(make_runner(effects, saver), run_id, thread))[0]
+
+    await go(original_mode, "orig", "thread-orig")
+    fork("orig", at="lookup_ticket#2", output="ticket 8: closed", new_run_id="fork-1")
+    effects.unlink()
+    forked = await go(fork_mode, "fork-1", "thread-fork")
+    assert read_effects(effects) == {"model": 2}
+    assert tool_texts(forked)[1] == "ticket 8: closed"
