@@ -19,9 +19,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import spanpoint
+import test_fork_unrun
 from fakes import count_effect, read_effects
 from spanpoint.forks import RERUN, attempt_steps, chosen_attempt
 from test_fork import PLAN, REQUEST, CountingModel, _unique_run_ids, fork, rid  # noqa: F401
+
+telemetry = test_fork_unrun.telemetry  # spanpoint configured on each store in turn
 
 
 def make_runner(effects: Path, saver: SqliteSaver) -> spanpoint.GraphRunner:
@@ -77,9 +80,9 @@ def override(label: str) -> Any:
 @pytest.mark.parametrize("rerun", [False, True], ids=["override", "rerun"])
 @pytest.mark.parametrize("fresh_saver", [False, True], ids=["same-saver", "new-saver"])
 def test_a_fork_on_a_new_thread_replays_every_call_upstream_of_any_cut(
-    configured_sqlite: Any, tmp_path: Path, saver: SqliteSaver, fresh_saver: bool, rerun: bool
+    telemetry: Any, tmp_path: Path, saver: SqliteSaver, fresh_saver: bool, rerun: bool
 ) -> None:
-    store = configured_sqlite.store
+    store = telemetry.store
     effects = tmp_path / "effects"
     original, _ = run_on(make_runner(effects, saver), "orig", "thread-orig")
     steps = labels(store, rid("orig"))
@@ -143,7 +146,7 @@ async def arun_on(agent: spanpoint.GraphRunner, run_id: str, thread: str) -> Any
 @pytest.mark.parametrize("original_mode", ["sync", "async"])
 @pytest.mark.parametrize("fork_mode", ["sync", "async"])
 async def test_sync_and_async_runs_on_a_thread_fork_into_each_other(
-    configured_sqlite: Any, tmp_path: Path, original_mode: str, fork_mode: str
+    telemetry: Any, tmp_path: Path, original_mode: str, fork_mode: str
 ) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 

@@ -435,7 +435,8 @@ def fork(
     what = f"at {quoted(at)}" if output is not None else f"(it executes again from {quoted(at)})"
     console.print(
         f"forked run {quoted(run_id)} {what} as [bold]{visible(new_id)}[/]: run your "
-        f"program again under spanpoint.run({visible(repr(new_id))}) with the same input",
+        f"program again under spanpoint.run({visible(repr(new_id))}) with the same input "
+        "(on a new thread, if your graph keeps one in a persistent checkpointer)",
         soft_wrap=True,
     )
 
