@@ -131,6 +131,14 @@ def test_a_fork_at_the_second_tool_call_on_a_new_thread_executes_what_read_it(
         "ticket 8: closed",
         "notified the owner of ticket 7",
     ]
+    # A fork of the fork, on a third thread: the model call that read the override answers
+    # instead, so nothing executes.
+    fork("fork-1", at="fake-chat#3", output={"content": "All closed."}, new_run_id="fork-2")
+    effects.unlink()
+    again, run = run_on(make_runner(effects, saver), "fork-2", "thread-fork-2")
+    assert read_effects(effects) == {}
+    assert again.output["messages"][-1].content == "All closed."
+    assert not [w for w in run.warnings if "fork" in w], run.warnings
     # The original thread is untouched: it still ends with the original answer.
     graph = make_runner(effects, saver).graph
     state = graph.get_state({"configurable": {"thread_id": "thread-orig"}})
