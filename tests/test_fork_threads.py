@@ -176,3 +176,67 @@ async def test_sync_and_async_runs_on_a_thread_fork_into_each_other(
     forked = await go(fork_mode, "fork-1", "thread-fork")
     assert read_effects(effects) == {"model": 2}
     assert tool_texts(forked)[1] == "ticket 8: closed"
+
+
+def test_a_cut_inside_a_sub_agent_on_the_thread_replays_the_sub_agents_calls_before_it(
+    configured_sqlite: Any, tmp_path: Path, saver: SqliteSaver
+) -> None:
+    """A sub-agent called from a tool runs its tasks under the parent's thread (its namespace
+    below the tool's task): its calls are keyed by position too."""
+    effects = tmp_path / "effects"
+
+    def build() -> spanpoint.GraphRunner:
+        expert = create_agent(
+            CountingModel(
+                plan=[[{"name": "lookup_ticket", "args": {"ticket_id": 7}}]],
+                final="Toner is on order.",
+                effects=str(effects),
+                model_name="expert-chat",
+            ),
+            [make_lookup(effects)],
+            system_prompt="You are the printer expert.",
+        )
+
+        @tool
+        def ask_expert(question: str) -> str:
+            """Ask the printer expert."""
+            count_effect(effects, "ask_expert")
+            reply = expert.invoke({"messages": [{"role": "user", "content": question}]})
+            return str(reply["messages"][-1].content)
+
+        agent = create_agent(
+            CountingModel(
+                plan=[[{"name": "ask_expert", "args": {"question": "Ticket 7?"}}]],
+                final="The expert says toner is on order.",
+                effects=str(effects),
+            ),
+            [ask_expert],
+            system_prompt="You are a support agent.",
+            middleware=[spanpoint.CheckpointMiddleware()],
+            checkpointer=saver,
+        )
+        return spanpoint.GraphRunner(agent, name="support", strategy="calls")
+
+    run_on(build(), "orig", "thread-orig")
+    steps = [s.label for s in labels(configured_sqlite.store, rid("orig"))]
+    assert steps == ["fake-chat#1", "ask_expert#1", "ask_expert/expert-chat#1",
+        "ask_expert/lookup_ticket#1", "ask_expert/expert-chat#2", "fake-chat#2"]  # fmt: skip
+    # Cut inside the sub-agent: the tool around it executes again (it was committed whole),
+    # the sub-agent's calls before the cut replay, and the parent's model call that reads
+    # the tool's new result executes.
+    fork("orig", at="ask_expert/expert-chat#2", output="Toner is free.", new_run_id="fork-1")
+    effects.unlink()
+    forked, run = run_on(build(), "fork-1", "thread-fork")
+    assert read_effects(effects) == {"ask_expert": 1, "model": 1}
+    assert tool_texts(forked) == ["Toner is free."]
+    assert not [w for w in run.warnings if "fork" in w], run.warnings
+
+
+def make_lookup(effects: Path) -> Any:
+    @tool
+    def lookup_ticket(ticket_id: int) -> str:
+        """Look up a support ticket."""
+        count_effect(effects, f"lookup_ticket:{ticket_id}")
+        return f"ticket {ticket_id}: printer out of toner"
+
+    return lookup_ticket
