@@ -40,8 +40,9 @@ class Checkpoint:
     ``fingerprint`` is the input fingerprint and ``identity`` the parent-identity path (the
     second argument of :func:`spanpoint.serde.checkpoint_key`), so the key can be computed
     again for another run id (by position: under a task keyed by its thread's ids, the
-    identity it has off that thread, ``spanpoint.run.Frame.portable``); ``input_view`` is a small redacted JSON-safe description of
-    the input (messages, tools and settings of a model call, a tool call's arguments).
+    identity it has off that thread, ``spanpoint.run.Frame.portable``); ``input_view`` is a
+    small redacted JSON-safe description of the input (messages, tools and settings of a
+    model call, a tool call's arguments).
     """
 
     key: str
