@@ -127,6 +127,8 @@ class _Call:
         "owner",
         "parent",
         "path",
+        "portable",
+        "portable_position",
         "position",
         "scope",
         "spec",
@@ -149,6 +151,10 @@ class _Call:
         self.identity: str | None = None
         self.ordinal = 0
         self.position = ""
+        #: The identity and position it would have with every task above it keyed by where
+        #: it stands (run.Frame.portable); None when they are its own.
+        self.portable: str | None = None
+        self.portable_position: str | None = None
         name = spec.name
         attrs = spec.attributes
         attrs[semconv.BOUNDARY_KIND] = spec.kind
@@ -183,6 +189,9 @@ class _Call:
             ordinal = parent.next_ordinal(name, _UNCACHEABLE)
             at = f"{parent.identity}/{name}"
             self.position = serde.checkpoint_key("", at, ordinal, _UNCACHEABLE)
+            if parent.portable != parent.identity:
+                at = f"{parent.portable}/{name}"
+                self.portable_position = serde.checkpoint_key("", at, ordinal, _UNCACHEABLE)
             return
         self.ordinal = ordinal = parent.next_ordinal(name, fp)
         self.fingerprint = fp
@@ -192,6 +201,9 @@ class _Call:
         # The frame's identity is the same key without the run id: what children hash
         # into theirs, so the run id enters every key once (run.Frame, forks.py).
         self.position = serde.checkpoint_key("", identity, ordinal, fp)
+        if parent.portable != parent.identity:  # under a task keyed by its thread's ids
+            self.portable = portable = f"{parent.portable}/{name}"
+            self.portable_position = serde.checkpoint_key("", portable, ordinal, fp)
         attrs[semconv.RUN_ID] = scope.run_id
         attrs[semconv.BOUNDARY_PATH] = path
         attrs[semconv.BOUNDARY_ORDINAL] = ordinal
@@ -336,6 +348,7 @@ class _Call:
         )
         ctx = span.get_span_context()
         parent, keyed = self.parent, self.scope is not None
+        graph_call = keyed and parent is not None and self.spec.kind == semconv.KIND_GRAPH_CALL
         self.frame = Frame(
             self.path,
             self.position,
@@ -344,10 +357,10 @@ class _Call:
             task=parent.task if parent is not None else None,
             # A graph call's task frames anchor on its parent's anchor (a resume is another
             # graph call of the same tasks); an uncacheable one has no key to share.
-            anchor=parent.anchor
-            if keyed and parent is not None and self.spec.kind == semconv.KIND_GRAPH_CALL
-            else None,
+            anchor=parent.anchor if graph_call else None,
             key=self.key,
+            portable=self.portable_position,
+            portable_anchor=parent.portable_anchor if graph_call else None,
         )
         return _Execution(self, span, ctx)
 
@@ -448,7 +461,8 @@ class _Execution:
                     ended_at_ns=time.time_ns(),
                     view=call.spec.view,
                     fingerprint=call.fingerprint,
-                    identity=call.identity,
+                    # Where it stands off any thread: what a fork keys it by (run.Frame).
+                    identity=call.portable or call.identity,
                     input_view=_input_view(call.spec, scope),
                 )
                 owner, epoch = (call.owner, call.epoch) if call.claimed else (None, None)

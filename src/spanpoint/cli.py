@@ -281,7 +281,9 @@ def show(run_id: str, store: StoreOption = None) -> None:
 
     checkpoints, journal = st.list_checkpoints(run_id), st.list_journal(run_id)
     attempts: dict[int, list[_Node]] = defaultdict(list)
-    for attempt in range(1, record.attempts + 1):
+    # A fork not run yet has no attempt: it shows the calls it was given (attempt 0).
+    numbers = list(range(1, record.attempts + 1)) or [0]
+    for attempt in numbers:
         # path#N, as diff pairs boundaries and fork --at names them.
         for step in attempt_steps(checkpoints, journal, attempt):
             mark = _MARKS.get(step.status, visible(step.status)) + (
@@ -298,7 +300,11 @@ def show(run_id: str, store: StoreOption = None) -> None:
         f"{record.attempts} attempt(s), last status {visible(record.status)}"
     )
     root = Tree(title)
-    for attempt in range(1, record.attempts + 1):
+    for attempt in numbers:
+        if not attempt:
+            branch = root.add("not run yet: the calls it starts from (`spanpoint fork`)")
+            _attach(branch, attempts.get(attempt, []))
+            continue
         cost = run_cost(st, run_id, attempt=attempt)  # issue 16: both totals per attempt
         branch = root.add(
             f"attempt {attempt}  executed: {_totals(cost.executed)}; "
@@ -429,7 +435,8 @@ def fork(
     what = f"at {quoted(at)}" if output is not None else f"(it executes again from {quoted(at)})"
     console.print(
         f"forked run {quoted(run_id)} {what} as [bold]{visible(new_id)}[/]: run your "
-        f"program again under spanpoint.run({visible(repr(new_id))}) with the same input",
+        f"program again under spanpoint.run({visible(repr(new_id))}) with the same input "
+        "(on a new thread, if your graph keeps one in a persistent checkpointer)",
         soft_wrap=True,
     )
 

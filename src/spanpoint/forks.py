@@ -23,6 +23,12 @@ as a whole and never reach the override. Copied checkpoints keep their original 
 (a replay in the fork links to the original execution) and attempt 0 (the fork's own
 attempts count from 1, and its cost totals count what it executed itself).
 
+A run on a LangGraph thread with a persistent checkpointer keys its calls by that thread's
+task ids, which a fork cannot reuse (the original thread has already answered; the fork runs
+on a new thread). Each checkpoint also keeps the identity its call has by position
+(``run.Frame.portable``); a fork is keyed by that, and a fork run keys its tasks by position,
+so the same program on a new thread finds the calls before the cut.
+
 The new run also gets one record that is no boundary (kind ``fork``): the original run, the
 cut, and the original run's span, which every attempt of the fork links to from its run span
 (``spanpoint.run``; ``spanpoint.fork.*`` attributes). Everything is checked before the first
@@ -105,7 +111,8 @@ def fork(
     try:
         new_id = validate_run_id(new_run_id or f"{run_id}.fork-{uuid.uuid4().hex[:8]}")
         writes = plan(st, run_id, at, output, new_id)
-        _write(st, new_id, writes)
+        original = st.get_run(run_id)
+        _write(st, new_id, original.name if original else None, writes)
     finally:
         if isinstance(store, str):
             st.close()
@@ -494,8 +501,24 @@ def _check_reads_back(kind: str, value: Any) -> None:
 # --- writing -------------------------------------------------------------------------------
 
 
-def _write(store: CheckpointStore, new_run_id: str, writes: Sequence[Checkpoint]) -> None:
-    """Put ``writes`` in order, the origin record (which makes the run a fork) last."""
+def _write(
+    store: CheckpointStore, new_run_id: str, name: str | None, writes: Sequence[Checkpoint]
+) -> None:
+    """Record the new run (no attempt yet, status ``forked``: ``spanpoint runs`` lists it and
+    ``spanpoint gc`` collects it, run or not), then put ``writes`` in order, the origin
+    record (which makes the run a fork) last."""
+    create = getattr(store, "create_run", None)  # a store of the user's may not record one
+    try:
+        if create is not None and not create(new_run_id, name, "forked"):
+            raise ForkError(
+                f"run {new_run_id!r} already exists in {store.description}; fork under another "
+                "id (new_run_id=..., or --as on the command line)"
+            )
+    except StoreError as exc:
+        raise ForkError(
+            f"{store.description} failed to record fork {new_run_id!r} ({exc}); nothing was "
+            "written: fork again"
+        ) from exc
     for done, cp in enumerate(writes):
         try:
             store.put(cp)

@@ -56,9 +56,26 @@ class Frame:
     once, at the end (``serde.checkpoint_key``), which is what lets a fork compute every key
     of a run again for another run id. ``key`` is the boundary's own checkpoint key (the
     identity for a frame that is no boundary).
+
+    ``portable`` is the identity the frame would have had if every framework task above it
+    were keyed by where it stands (a task provider's choice, ``spanpoint.calls.tasks``),
+    rather than by a thread's own task ids: equal to ``identity`` unless such a task is above
+    it. A checkpoint keeps its portable identity, so a fork run on another thread, keyed by
+    position, computes the same keys (forks.py).
     """
 
-    __slots__ = ("_counters", "anchor", "identity", "key", "kind", "path", "span_id", "task")
+    __slots__ = (
+        "_counters",
+        "anchor",
+        "identity",
+        "key",
+        "kind",
+        "path",
+        "portable",
+        "portable_anchor",
+        "span_id",
+        "task",
+    )
 
     def __init__(
         self,
@@ -70,6 +87,8 @@ class Frame:
         task: object = None,
         anchor: str | None = None,
         key: str | None = None,
+        portable: str | None = None,
+        portable_anchor: str | None = None,
     ) -> None:
         self.path = path
         self.identity = identity
@@ -77,6 +96,12 @@ class Frame:
         #: The identity that framework task frames opened beneath it anchor on: its own,
         #: unless it is a graph call (a resume is another graph call of the same tasks).
         self.anchor = identity if anchor is None else anchor
+        self.portable = identity if portable is None else portable
+        self.portable_anchor = (
+            (self.anchor if portable is None else self.portable)
+            if portable_anchor is None
+            else portable_anchor
+        )
         self.span_id = span_id
         #: The boundary kind that opened this frame (None for a run root or a task frame).
         self.kind = kind
@@ -123,6 +148,9 @@ class RunScope:
     #: the run's cost totals are made of after each graph call, without reading the whole
     #: run from the store each time (calls.cost.attempt_cost).
     model_calls: list[tuple[bool, Checkpoint]] = field(default_factory=list)
+    #: A fork (it has a fork record): framework tasks are keyed by where they stand, never
+    #: by a thread's task ids, which a fork run on a new thread cannot have (forks.py).
+    forked: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warn(self, message: str) -> None:
@@ -411,6 +439,7 @@ class run:
         if scope.durability == "async":  # the default, "sync", is not repeated on every run
             attrs[semconv.RUN_DURABILITY] = "async"
         self._fork = fork_origin(store, self.run_id) if forked else None
+        scope.forked = self._fork is not None
         links = _fork_links(self._fork, attrs) if self._fork else None
         # start_span and attach, what start_as_current_span does under its two generator
         # context managers: the run records its own failures (record_failure, redacted).
@@ -602,11 +631,18 @@ def _check_cut_reached(scope: RunScope, origin: dict[str, Any]) -> None:
     cut_key = origin.get("cut_key")
     if any(r.key == cut_key and r.status == "replayed" for r in scope.journal):
         return
+    if origin.get("rerun"):  # no override: the cut executes again, and commits its key
+        try:
+            found = scope.store.get(str(cut_key))
+        except StoreError:
+            return  # the store reports its own failures; a fork's warning is best effort
+        if found is not None and found.attempt == scope.attempt:
+            return
+    what = "executed again" if origin.get("rerun") else "the overridden output was not used"
     scope.warn(
         f"run {scope.run_id!r} is a fork of {origin.get('run_id')!r} at {origin.get('cut')!r}, "
-        "but it completed without reaching that call, so the overridden output was not used: "
-        "run the same program with the same input (a LangGraph thread with a persistent "
-        "checkpointer keys its calls by that thread's task ids: fork a run recorded without one)"
+        f"but it completed without reaching that call, so {what}: run the same program with "
+        "the same input (on a new LangGraph thread when the original ran on one)"
     )
 
 

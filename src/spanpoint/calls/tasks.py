@@ -26,6 +26,11 @@ the same task again:
   it (neither in force) the levels above are told apart by execution number, which is the
   order of first sight (docs/design-notes.md, "Task identity").
 
+A fork runs on a new thread, where the original thread's task ids are not found again: a
+fork run (``RunScope.forked``) keys every task by anchor R, and a run on a thread keeps, for
+each task frame, the anchor-R identity too (``Frame.portable``), which its calls' checkpoints
+keep and a fork keys them by.
+
 The call's own key is then the engine's usual ``(scope, parent identity, name, ordinal,
 fingerprint)``: the ordinal counts the calls with the same name and content in *this
 execution* of the task, because the task frame is made once per execution (keyed by
@@ -272,21 +277,24 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         frame = scope.root
     enclosing = frame if frame is not None else scope.root
     ns = str(conf["checkpoint_ns"])
-    if thread is not None and (threaded or not _in_process(conf)):
+    portable: str | None = None
+    if thread is not None and (threaded or (not scope.forked and not _in_process(conf))):
         # Anchor T: LangGraph's own identity, equal whichever graph call (in whichever
         # process) executes the task again.
         # No run id in a frame identity: it enters each key once (run.Frame), so that a
         # fork can key a run's calls for another run id.
         identity = _h("T", thread, ns)
+        if not threaded:  # kept with its calls' checkpoints: what a fork keys them by
+            portable = _by_position(scope, enclosing.portable, enclosing.portable_anchor, config)
     else:
         # Anchor R: no checkpointer, or one that a rerun does not find again (an in-process
-        # saver starts empty in a new process, or a new saver object on a new thread).
-        metadata = config.get("metadata") or {}
-        anchor = "|".join((_logical(ns), *conf.get(POSITION_KEY, ()), _position(metadata)))
-        execution = _execution(scope, enclosing, anchor, ns)
-        identity = _h("R", enclosing.anchor, anchor, execution)
+        # saver starts empty in a new process, or a new saver object on a new thread), or a
+        # fork, which runs on a new thread: the original's thread ids are not its own.
+        identity = _by_position(scope, enclosing.identity, enclosing.anchor, config)
+        if enclosing.portable != enclosing.identity:
+            portable = _by_position(scope, enclosing.portable, enclosing.portable_anchor, config)
     # The path names boundaries for people; the task is in the key, not in the path.
-    task_frame = Frame(enclosing.path, identity, enclosing.span_id, task=token)
+    task_frame = Frame(enclosing.path, identity, enclosing.span_id, task=token, portable=portable)
     with _LOCK:
         entry = _TASKS.get(token)
         if entry is not None and entry.runtime is runtime:  # another thread got there first
@@ -301,10 +309,23 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
     return scope, task_frame
 
 
-def _execution(scope: RunScope, enclosing: Frame, anchor: str, ns: str) -> int:
-    """Which execution of a logical task this is under ``enclosing``: the same namespace (a
-    retry within one graph call) is the same one; a new namespace is the next one."""
-    key = (scope.run_id, scope.attempt, enclosing.identity, anchor)
+def _by_position(
+    scope: RunScope, enclosing: str, enclosing_anchor: str, config: dict[str, Any]
+) -> str:
+    """Anchor R: the identity of the task running with ``config`` by where it stands under
+    the frame whose identity is ``enclosing`` (anchored on ``enclosing_anchor``)."""
+    conf = config["configurable"]
+    ns = str(conf["checkpoint_ns"])
+    metadata = config.get("metadata") or {}
+    anchor = "|".join((_logical(ns), *conf.get(POSITION_KEY, ()), _position(metadata)))
+    return _h("R", enclosing_anchor, anchor, _execution(scope, enclosing, anchor, ns))
+
+
+def _execution(scope: RunScope, enclosing: str, anchor: str, ns: str) -> int:
+    """Which execution of a logical task this is under the frame whose identity is
+    ``enclosing``: the same namespace (a retry within one graph call) is the same one; a
+    new namespace is the next one."""
+    key = (scope.run_id, scope.attempt, enclosing, anchor)
     with _LOCK:
         seen = _EXECUTIONS.get(key)
         if seen is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,8 +20,9 @@ from typing import Any
 import ormsgpack
 
 from spanpoint import semconv
+from spanpoint._files import replace_private
 from spanpoint.capture import REDACTED, CapturePolicy, is_secret_key, redact_text, truncate
-from spanpoint.errors import ConfigurationError
+from spanpoint.errors import ConfigurationError, UnsafePathError
 from spanpoint.stores.base import Checkpoint
 
 #: What a cassette holds. A graph call or a step is never recorded: its identity is its input,
@@ -217,45 +217,23 @@ def write_entries(
 
 
 def write_text_safely(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file beside it, renamed over it.
-
-    The temp file is created exclusively and never through a symlink (``O_EXCL |
-    O_NOFOLLOW``), and ``path`` itself must not be a symlink: a symlink planted in a
-    repository (``refund.json.tmp -> ~/.bashrc``) is refused, never written through. A file
-    whose text is already ``text`` is left alone. (A shared safe-file helper may take these
-    few lines over.)
+    """Write ``text`` to ``path`` all at once, through spanpoint's one safe-file write
+    (:func:`spanpoint._files.replace_private`: a temp file beside it created with ``O_EXCL |
+    O_NOFOLLOW``, then renamed over it). A symlink at the path or at its temp path (a
+    ``refund.json.tmp -> ~/.bashrc`` planted in a repository) is refused and never written
+    through. A file whose text is already ``text`` is left alone.
     """
     data = text.encode("utf-8")
-    if path.is_symlink():
-        raise CassetteError(
-            f"cassette {str(path)!r} is a symlink (to {os.readlink(path)!r}); spanpoint never "
-            "writes a cassette through a link: replace it with a regular file"
-        )
     try:
-        if path.read_bytes() == data:
+        if not path.is_symlink() and path.read_bytes() == data:
             return
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(tmp, flags, 0o644)
-    except FileExistsError as exc:
-        what = "a symlink" if tmp.is_symlink() else "a file"
-        raise CassetteError(
-            f"cannot write cassette {str(path)!r}: its temp path {str(tmp)!r} is already "
-            f"{what} (planted, or left by an interrupted write); remove it and record again"
-        ) from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        replace_private(path, data)
+    except UnsafePathError as exc:
+        raise CassetteError(f"cannot write cassette {str(path)!r}: {exc}") from exc
 
 
 # --- reading: one CassetteError naming the file, the entry and the problem ---------------------

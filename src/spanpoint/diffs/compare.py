@@ -177,7 +177,9 @@ def _side(
     return RunSide(
         run_id=run_id,
         name=record.name if record else None,
-        status=record.status if record else "not run yet",  # a fork before its first run
+        # A fork before its first run (recorded with no attempt, or by a store that records
+        # no run before one).
+        status=record.status if record and record.attempts else "not run yet",
         attempts=record.attempts if record else 0,
         boundaries=len(walk),
         duration_ms=duration_ms,

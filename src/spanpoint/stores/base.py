@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from spanpoint._json import encoded_text, json_text
 from spanpoint.errors import CorruptCheckpointError
 
-RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted", "stopped"]
+RunStatus = Literal["running", "completed", "failed", "waiting", "interrupted", "stopped", "forked"]
 BoundaryStatus = Literal["ok", "error", "replayed", "interrupted"]
 ClaimState = Literal["committed", "acquired", "held"]
 #: Where a page of ``list_runs`` ends: the last run's ``(updated_at, run_id)``
@@ -39,8 +39,10 @@ class Checkpoint:
     What entered the key, for forks and diffs (None on rows committed before they existed):
     ``fingerprint`` is the input fingerprint and ``identity`` the parent-identity path (the
     second argument of :func:`spanpoint.serde.checkpoint_key`), so the key can be computed
-    again for another run id; ``input_view`` is a small redacted JSON-safe description of
-    the input (messages, tools and settings of a model call, a tool call's arguments).
+    again for another run id (by position: under a task keyed by its thread's ids, the
+    identity it has off that thread, ``spanpoint.run.Frame.portable``); ``input_view`` is a
+    small redacted JSON-safe description of the input (messages, tools and settings of a
+    model call, a tool call's arguments).
     """
 
     key: str

@@ -68,6 +68,15 @@ class MemoryStore(RunPages):
             self._runs[run_id] = rec
             return rec.attempts
 
+    def create_run(self, run_id: str, name: str | None, status: RunStatus) -> bool:
+        """Record ``run_id`` with no attempt yet (a fork not yet run); False if it exists."""
+        now = time.time()
+        with self._lock:
+            if run_id in self._runs:
+                return False
+            self._runs[run_id] = RunRecord(run_id, name, 0, status, now, now)
+            return True
+
     def finish_run(
         self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
     ) -> None:

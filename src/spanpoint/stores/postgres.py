@@ -220,6 +220,16 @@ class PostgresStore(RunPages):
         )
         return int(rows[0][0])
 
+    def create_run(self, run_id: str, name: str | None, status: RunStatus) -> bool:
+        """Record ``run_id`` with no attempt yet (a fork not yet run); False if it exists."""
+        rows = self._fetchall(
+            "create_run",
+            "INSERT INTO spanpoint_runs (run_id, name, attempts, status) "
+            "VALUES (%s, %s, 0, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+            (run_id, name, status),
+        )
+        return bool(rows)
+
     def finish_run(
         self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
     ) -> None:

@@ -491,6 +491,20 @@ class SqliteStore(RunPages):
         )
         return int(row[0]), bool(row[1])
 
+    def create_run(self, run_id: str, name: str | None, status: RunStatus) -> bool:
+        """Record ``run_id`` with no attempt yet (a fork not yet run); False if it exists."""
+        self._check_identity()
+        now = time.time()
+        cursor = self._run(
+            "create_run",
+            lambda c: c.execute(
+                "INSERT INTO runs VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT(run_id) DO NOTHING",
+                (run_id, name, status, now, now),
+            ),
+            write=False,
+        )
+        return bool(cursor.rowcount)
+
     def finish_run(
         self, run_id: str, status: RunStatus, journal: Sequence[BoundaryRecord] = ()
     ) -> None:
