@@ -47,7 +47,7 @@ from spanpoint.graph.results import (
     output_counters,
     result_attributes,
 )
-from spanpoint.graph.resume import link_to_pause, paused_link, stamp_pause_origin
+from spanpoint.graph.resume import link_to_pause, note_pause_origin, pause_origin
 from spanpoint.graph.summary import build_summary, emit_summary
 from spanpoint.graph.types import CallOwner, RunRequest
 from spanpoint.run import RunScope, current_frame, current_run
@@ -245,7 +245,8 @@ class GraphCall:
         span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            plan = rerun.Planner(self.graph, req.state_config(), *durable, kw).plan()
+            planner = rerun.Planner(self.graph, req.state_config(), *durable, kw)
+            plan = planner.plan()
             if plan.action == "return":
                 return self._returned(span, req, plan)
             graph_input = self._rerun_input(span, req, plan)
@@ -258,6 +259,8 @@ class GraphCall:
         if self.info.has_state:
             ended = counted and _ran_to_end(tally, kw)
             snapshot, checkpoint = latest_state(self.graph, req.state_config(), output, ended)
+        if durable is not None:
+            planner.end(_checkpoint_id(snapshot, checkpoint))
         return self.finish(span, req, output, snapshot, checkpoint)
 
     async def _aexecute(
@@ -266,7 +269,8 @@ class GraphCall:
         span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            plan = await rerun.Planner(self.graph, req.state_config(), *durable, kw).aplan()
+            planner = rerun.Planner(self.graph, req.state_config(), *durable, kw)
+            plan = await planner.aplan()
             if plan.action == "return":
                 return self._returned(span, req, plan)
             graph_input = self._rerun_input(span, req, plan)
@@ -283,21 +287,21 @@ class GraphCall:
             snapshot, checkpoint = await alatest_state(
                 self.graph, req.state_config(), output, ended
             )
+        if durable is not None:
+            await planner.aend(_checkpoint_id(snapshot, checkpoint))
         return self.finish(span, req, output, snapshot, checkpoint)
 
     def _begin(
         self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None
     ) -> tuple[trace.Span, dict[str, Any], dict[str, Any], tuple[RunScope, str] | None]:
         """What the sync and async executions share before the graph runs: the current span
-        (started), the config and call kwargs (stamped when the call is durable), and
+        (started), the config and call kwargs (``durability="sync"`` when durable), and
         :meth:`_durable`'s run and key."""
         span = trace.get_current_span()
         self._on_start(span, req)
         config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
-        if self.info.has_state and self._pregel:
-            config = stamp_pause_origin(config, span)
         durable = self._durable(tally)
         if durable is not None:
             config, kw = self._stamped(durable, config, kw)
@@ -321,9 +325,9 @@ class GraphCall:
     def _stamped(
         self, durable: tuple[RunScope, str], config: dict[str, Any], kw: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The config with the run and call in its checkpoints' metadata, and LangGraph's
+        """The config as given (LangGraph's checkpoints carry nothing of spanpoint: the
+        rerun planner keeps its notes in spanpoint's store), and LangGraph's
         ``durability="sync"`` unless the caller chose one (a durable checkpointer only)."""
-        config = rerun.stamp(config, durable[0].run_id, durable[1])
         if rerun.wants_sync_durability(self.graph, kw):
             kw = {**kw, "durability": "sync"}
         return config, kw
@@ -345,11 +349,9 @@ class GraphCall:
     def stream_setup(
         self, span: trace.Span, req: RunRequest, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], tuple[RunScope, str] | None]:
-        """A stream's config and call kwargs, stamped as :meth:`_begin` stamps a call's,
-        and its run and key when the stream is a durable graph call (None otherwise)."""
+        """A stream's config and call kwargs, as :meth:`_begin` makes a call's, and its run
+        and key when the stream is a durable graph call (None otherwise)."""
         config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
-        if self.info.has_state and self._pregel:
-            config = stamp_pause_origin(config, span)
         key = self._calls_key(req, kwargs)
         scope = current_run()
         durable = (scope, key) if scope is not None and key else None
@@ -384,8 +386,8 @@ class GraphCall:
         The ids: the keys of ``Command(resume={id: value})``; for a plain value, the thread's
         pending interrupts. Both as this runner last saw them (the previous call on the
         thread, executed or replayed), else, when executing, as the thread's state says
-        before the resume runs: the paused checkpoint's metadata names the span that paused,
-        so a resume in another process links to it too (issue 15 item 5)."""
+        before the resume runs: spanpoint's store notes the span that paused at the paused
+        checkpoint, so a resume in another process sharing the store links to it too."""
         resume = req.input.resume
         keyed = [str(k) for k in resume] if isinstance(resume, Mapping) else None
         seen = self._pending.get(req.thread_id)
@@ -399,8 +401,7 @@ class GraphCall:
             return keyed or [], None
         if keyed is None:
             keyed = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
-        metadata = getattr(snapshot, "metadata", None) or {}
-        return keyed, paused_link(metadata.get(semconv.CHECKPOINT_META_TRACEPARENT))
+        return keyed, pause_origin(req.thread_id, snapshot)
 
     def _remember(self, req: RunRequest, result: RunResult) -> None:
         """Keep the thread's pending interrupt ids for the resume event of its next call,
@@ -412,7 +413,8 @@ class GraphCall:
         pending.pop(req.thread_id, None)
         link = None
         if result.interrupted and result.trace_id and result.span_id:
-            link = paused_link(f"00-{result.trace_id}-{result.span_id}-01")
+            origin = f"00-{result.trace_id}-{result.span_id}-01"
+            link = note_pause_origin(req.thread_id, result.latest_checkpoint_id, origin)
         pending[req.thread_id] = (tuple(i.id for i in result.interrupts), link)
         while len(pending) > _PENDING_THREADS:
             pending.pop(next(iter(pending)), None)
@@ -622,6 +624,16 @@ class _Tally:
         self.nodes = NodeCounts()
         self.span: trace.Span | None = None
         self.call_key: str | None = None
+
+
+def _checkpoint_id(snapshot: Any, checkpoint_config: Any) -> str | None:
+    """The id of the thread's latest checkpoint after a call, from whichever of the two
+    ``latest_state`` read (None: read it again)."""
+    config = (
+        checkpoint_config if checkpoint_config is not None else getattr(snapshot, "config", None)
+    )
+    checkpoint_id = ((config or {}).get("configurable") or {}).get("checkpoint_id")
+    return str(checkpoint_id) if checkpoint_id else None
 
 
 def _ran_to_end(tally: _Tally | None, kwargs: Mapping[str, Any]) -> bool:
