@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -117,6 +118,11 @@ class GraphCall:
         # thread id -> (the interrupt ids its last call returned, the link to that call's
         # span), for the next resume's event and link.
         self._pending: dict[str, tuple[tuple[str, ...], Link | None]] = {}
+        # A durable stream's span -> its run and key, until the stream's end notes where
+        # the call ended (see :meth:`finish`); gone with the span when the stream fails.
+        self._streams: weakref.WeakKeyDictionary[Any, tuple[RunScope, str]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- graph_call boundary -------------------------------------------------------------
 
@@ -357,6 +363,7 @@ class GraphCall:
         durable = (scope, key) if scope is not None and key else None
         if durable is not None:
             config, kw = self._stamped(durable, config, kw)
+            self._streams[span] = durable
         return config, kw, durable
 
     def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
@@ -432,6 +439,10 @@ class GraphCall:
         snapshot: Any,
         checkpoint_config: Any = None,
     ) -> RunResult:
+        stream = self._streams.pop(span, None)
+        ended = _checkpoint_id(snapshot, checkpoint_config)
+        if stream is not None and ended is not None:  # a durable stream that ran to its end
+            rerun.Planner(self.graph, req.state_config(), *stream, {}).end(ended)
         ctx = span.get_span_context()
         ids = (format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")) if ctx.is_valid else None
         result = build_result(

@@ -161,10 +161,13 @@ def _begin(store: Any, state_config: Mapping[str, Any], call: str, base: str | N
 
 def _end(store: Any, state_config: Mapping[str, Any], call: str, end: str | None) -> None:
     """Note that ``call`` returned with the thread at checkpoint ``end``: it is closed there,
-    and the thread has no open call (the next one closes nothing)."""
+    and, when it is the thread's current call, the thread has none open (the next call
+    closes nothing)."""
     note = _read(store, call) or {}
     store.put_note(call, json.dumps({"base": note.get("base"), "end": end}))
-    store.put_note(_thread_note(state_config), json.dumps({"call": None, "base": end}))
+    thread = _thread_note(state_config)
+    if (_read(store, thread) or {}).get("call") == call:
+        store.put_note(thread, json.dumps({"call": None, "base": end}))
 
 
 def _checkpoint_id(found: Any) -> str | None:
