@@ -239,3 +239,86 @@ def test_a_rerun_of_a_call_stopped_after_a_breakpoint_reports_the_pause(
     assert read_effects(effects) == {"draft": 1}
     spans = configured_sqlite.graph_spans("invoke_workflow")
     assert [s.attributes.get(semconv.GRAPH_RERUN) for s in spans] == [None, "returned"]
+
+
+# --- what the notes in spanpoint's store decide (LangGraph's metadata holds nothing) --------
+
+
+async def _collect(chunks: Any) -> list[Any]:
+    return [chunk async for chunk in chunks]
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+@pytest.mark.parametrize("how", ["invoke", "stream"])
+@pytest.mark.parametrize("later", ["plain invoke", "update_state"])
+def test_a_returned_call_reruns_to_its_own_state_whatever_wrote_to_the_thread_after_it(
+    configured_sqlite: Any, tmp_path: Path, is_async: bool, how: str, later: str
+) -> None:
+    """A call that returned is closed at its own last checkpoint in spanpoint's store: a
+    rerun returns that state, not a later write that spanpoint never planned (a plain
+    ``graph.invoke``, ``update_state``), and executes nothing."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    effects = tmp_path / "effects"
+    graph = approval_graph(effects, InMemorySaver())
+    runner = GraphRunner(graph, name="approver", strategy="calls", durability=QUIET)
+    config = {"configurable": {"thread_id": "t"}}
+
+    def call() -> Any:
+        given = {"request": "refund"}
+        if how == "stream" and is_async:
+            return asyncio.run(
+                _collect(runner.astream(given, thread_id="t", stream_mode="values"))
+            )[-1]
+        if how == "stream":
+            return list(runner.stream(given, thread_id="t", stream_mode="values"))[-1]
+        if is_async:
+            return asyncio.run(runner.ainvoke(given, thread_id="t")).output
+        return runner.invoke(given, thread_id="t").output
+
+    with spanpoint.run("R-later"):
+        first = call()
+        if later == "plain invoke":
+            graph.invoke({"request": "invoice"}, config)
+        else:
+            graph.update_state(config, {"draft": "edited by hand"})
+    with spanpoint.run("R-later"):
+        again = call()
+    assert again["__interrupt__"][0].value == {"approve": "reply to refund"}
+    assert first["__interrupt__"][0].value == {"approve": "reply to refund"}
+    assert {k: v for k, v in again.items() if k != "__interrupt__"} == {
+        "request": "refund", "draft": "reply to refund",
+    }  # fmt: skip
+    drafts = {"plain invoke": 2, "update_state": 1}[later]  # the plain invoke drafted once
+    assert read_effects(effects) == {"draft": drafts}, "the rerun executed the call again"
+    assert rerun_values(configured_sqlite, "approver") == [None, "returned"]
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_two_runs_on_one_thread_are_told_apart_by_the_notes(
+    configured_sqlite: Any, tmp_path: Path, is_async: bool
+) -> None:
+    """Run A pauses on the thread; run B's first attempt on the same thread and input is
+    another run's call: it starts as asked. B's rerun then returns B's own pause."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    effects = tmp_path / "effects"
+    runner = GraphRunner(
+        approval_graph(effects, InMemorySaver()), name="approver", strategy="calls",
+        durability=QUIET,
+    )  # fmt: skip
+
+    def call() -> Any:
+        if is_async:
+            return asyncio.run(runner.ainvoke({"request": "refund"}, thread_id="t"))
+        return runner.invoke({"request": "refund"}, thread_id="t")
+
+    with spanpoint.run("R-A"):
+        call()
+    with spanpoint.run("R-B"):
+        b1 = call()
+    with spanpoint.run("R-B"):
+        b2 = call()
+    assert read_effects(effects) == {"draft": 2}, "run B did not start as asked"
+    assert b2.latest_checkpoint_id == b1.latest_checkpoint_id
+    assert rerun_values(configured_sqlite, "approver") == [None, None, "returned"]

@@ -1,7 +1,9 @@
-"""A resume links to the span that paused, in this process or in another one later (issue 15
-item 5). The pausing call writes its span's traceparent into LangGraph's checkpoint metadata;
-the resume reads it with the thread's state and links to it, next to its
-``gen_ai.agent.resumed`` event with the interrupt ids and ``gen_ai.agent.resumed_from.*``.
+"""A resume links to the span that paused, in this process or in another one later that
+shares spanpoint's store. The pausing call notes its span's traceparent in spanpoint's store
+under the paused checkpoint (LangGraph's checkpoint metadata carries nothing of it); the
+resume finds the paused checkpoint with the thread's state, the span from the note, and links
+to it, next to its ``gen_ai.agent.resumed`` event with the interrupt ids and
+``gen_ai.agent.resumed_from.*``.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ sys.path.insert(0, {tests!r})
 from opentelemetry.sdk.trace import TracerProvider
 import spanpoint
 from test_resume_link import QUIET, graph
-spanpoint.configure(tracer_provider=TracerProvider(), store=spanpoint.MemoryStore())
+spanpoint.configure(tracer_provider=TracerProvider(), store=spanpoint.SqliteStore({store!r}))
 runner = spanpoint.GraphRunner(graph({db!r}), name="approver", durability=QUIET)
 paused = runner.invoke({{"answer": ""}}, thread_id="t")
 print(json.dumps([paused.trace_id, paused.span_id, paused.interrupts[0].id]))
@@ -86,10 +88,13 @@ print(json.dumps([paused.trace_id, paused.span_id, paused.interrupts[0].id]))
 
 
 def test_a_resume_in_another_process_links_to_the_span_that_paused(
-    configured: Any, tmp_path: Path
+    configured_sqlite: Any, tmp_path: Path
 ) -> None:
+    configured = configured_sqlite  # the store both processes share
     db = tmp_path / "lg.db"
-    script = PAUSE_SCRIPT.format(tests=str(Path(__file__).parent), db=str(db))
+    script = PAUSE_SCRIPT.format(
+        tests=str(Path(__file__).parent), db=str(db), store=str(tmp_path / "checkpoints.db")
+    )
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
         timeout=120, cwd=tmp_path,

@@ -437,6 +437,57 @@ def test_gc_sweeps_old_once_tokens_and_keeps_recent_ones(subject: Subject) -> No
     assert store.take_once(RESUME, "new-spent", "host-b:2:bbb", 30.0).state == "spent"
 
 
+# --- notes -----------------------------------------------------------------------------------
+
+# Any text a store can keep: no NUL (PostgreSQL's text refuses it), no lone surrogate (no UTF-8).
+NOTE_TEXT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(notes=st.dictionaries(NOTE_TEXT, st.lists(NOTE_TEXT, min_size=1, max_size=3), max_size=6))
+def test_a_note_reads_back_the_last_value_put_under_its_key(
+    subject: Subject, notes: dict[str, list[str]]
+) -> None:
+    store = subject.store
+    prefix = uuid.uuid4().hex  # the examples share one store: each its own keys
+    for key, values in notes.items():
+        for value in values:
+            store.put_note(prefix + key, value)
+    for key, values in notes.items():
+        assert store.get_note(prefix + key) == values[-1]
+    assert store.get_note(prefix + "never put") is None
+    # Notes are no runs and no checkpoints.
+    assert store.list_runs() == [] and all(store.get(prefix + k) is None for k in notes)
+    if subject.address is not None and notes:
+        reopened = subject.reopen()
+        try:
+            assert {k: reopened.get_note(prefix + k) for k in notes} == {
+                k: v[-1] for k, v in notes.items()
+            }
+        finally:
+            reopened.close()
+
+
+def test_gc_sweeps_old_notes_and_keeps_recent_ones(subject: Subject) -> None:
+    store = subject.store
+    store.put_note("old", "a")
+    store.put_note("renewed", "b")
+    time.sleep(1.5)
+    store.put_note("renewed", "c")
+    store.put_note("new", "d")
+    assert store.delete_runs_older_than(3600) == 0
+    assert store.get_note("old") == "a"
+    assert store.delete_runs_older_than(0.75) == 0  # margins for a loaded machine; no runs
+    assert (store.get_note("old"), store.get_note("renewed"), store.get_note("new")) == (
+        None, "c", "d",
+    )  # fmt: skip
+
+
 # --- journal ---------------------------------------------------------------------------------
 
 

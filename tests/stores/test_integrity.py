@@ -208,6 +208,7 @@ def test_an_sqlite_store_of_schema_3_migrates_and_keeps_its_rows(tmp_path: Path)
         for column in ("fingerprint", "identity", "input_view"):  # schema 7's input identity
             conn.execute(f"ALTER TABLE checkpoints DROP COLUMN {column}")
         conn.execute("ALTER TABLE checkpoints DROP COLUMN lease_epoch")  # schema 8's fencing
+        conn.execute("DROP TABLE notes")  # schema 9's notes
         conn.execute("UPDATE spanpoint_meta SET v = '3' WHERE k = 'schema_version'")
     reopened = SqliteStore(path)
     try:
@@ -362,6 +363,7 @@ def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE spanpoint_checkpoints DROP COLUMN digest")
         conn.execute("DROP TABLE spanpoint_once")  # schema 3's once-tokens
+        conn.execute("DROP TABLE spanpoint_notes")  # schema 6's notes
         conn.execute(  # schema 4's input identity
             "ALTER TABLE spanpoint_checkpoints DROP COLUMN fingerprint, DROP COLUMN identity, "
             "DROP COLUMN input_view, DROP COLUMN lease_epoch"
@@ -378,6 +380,26 @@ def test_a_postgres_store_of_schema_1_migrates_and_keeps_its_rows(pg_dsn: str) -
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         rows = conn.execute("SELECT key, digest FROM spanpoint_checkpoints ORDER BY key").fetchall()
     assert rows == [("k1", None), ("k2", digest_of(cp("k2")))]
+
+
+@pytest.mark.postgres
+def test_a_postgres_store_of_schema_5_migrates_to_notes_and_keeps_its_rows(pg_dsn: str) -> None:
+    import psycopg
+
+    store = open_store(pg_dsn)
+    store.put(cp())
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as spanpoint with schema 5 left it
+        conn.execute("DROP TABLE spanpoint_notes")
+        conn.execute("DELETE FROM spanpoint_migrations WHERE version > 5")
+    reopened = open_store(pg_dsn)
+    try:
+        assert reopened.get("k1") == cp()
+        assert reopened.get_note("n") is None
+        reopened.put_note("n", "v")
+        assert reopened.get_note("n") == "v"
+    finally:
+        reopened.close()
 
 
 def test_a_committed_output_set_to_null_executes_again(raw: Raw) -> None:

@@ -62,7 +62,7 @@ def test_tables_go_to_the_schema_the_dsn_selects(pg_dsn: str) -> None:
             "SELECT table_schema, count(*) FROM information_schema.tables "
             "WHERE table_name LIKE 'spanpoint_%%' GROUP BY table_schema"
         ).fetchall()
-    assert rows == [("agents", 6)]  # runs, checkpoints, journal, waits, once, migrations
+    assert rows == [("agents", 7)]  # runs, checkpoints, journal, waits, once, notes, migrations
 
 
 def test_the_password_never_reaches_a_description_or_an_error(pg_dsn: str) -> None:

@@ -63,6 +63,31 @@ def test_a_version_2_file_keeps_its_checkpoints_and_leases(tmp_path: Path) -> No
         store.close()
 
 
+def test_a_version_8_file_gains_notes_and_keeps_its_checkpoints(tmp_path: Path) -> None:
+    path = tmp_path / "v8.db"
+    with sqlite3.connect(path) as conn:  # exactly as spanpoint with schema 8 left it
+        conn.execute("CREATE TABLE spanpoint_meta (k TEXT PRIMARY KEY, v TEXT)")
+        for version in range(1, 9):
+            for statement in _MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO spanpoint_meta VALUES ('schema_version', '8')")
+    first = SqliteStore(path)
+    first.put(Checkpoint("done", "run", "p", "n", "step", 0, "json", b"1", "0" * 32, "0" * 16))
+    first.close()
+    with sqlite3.connect(path) as conn:  # the store wrote schema 9: back to 8, without notes
+        conn.execute("DROP TABLE notes")
+        conn.execute("UPDATE spanpoint_meta SET v = '8' WHERE k = 'schema_version'")
+    store = SqliteStore(path)
+    try:
+        assert version_of(path) == str(SCHEMA_VERSION) == "9"
+        assert [c.key for c in store.list_checkpoints("run")] == ["done"]
+        assert store.get_note("n") is None
+        store.put_note("n", "v")
+        assert store.get_note("n") == "v"
+    finally:
+        store.close()
+
+
 def test_a_newer_schema_is_refused_with_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     SqliteStore(path).close()

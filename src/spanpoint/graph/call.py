@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -48,7 +49,7 @@ from spanpoint.graph.results import (
     output_counters,
     result_attributes,
 )
-from spanpoint.graph.resume import link_to_pause, paused_link, stamp_pause_origin
+from spanpoint.graph.resume import link_to_pause, note_pause_origin, pause_origin
 from spanpoint.graph.summary import build_summary, emit_summary
 from spanpoint.graph.types import CallOwner, RunRequest
 from spanpoint.run import RunScope, current_run
@@ -124,6 +125,11 @@ class GraphCall:
         # thread id -> (the interrupt ids its last call returned, the link to that call's
         # span), for the next resume's event and link.
         self._pending: dict[str, tuple[tuple[str, ...], Link | None]] = {}
+        # A durable stream's span -> its run and key, until the stream's end notes where
+        # the call ended (see :meth:`finish`); gone with the span when the stream fails.
+        self._streams: weakref.WeakKeyDictionary[Any, tuple[RunScope, str]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- graph_call boundary -------------------------------------------------------------
 
@@ -258,7 +264,8 @@ class GraphCall:
         span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            plan = rerun.Planner(self.graph, req.state_config(), *durable, kw).plan()
+            planner = rerun.Planner(self.graph, req.state_config(), *durable, kw)
+            plan = planner.plan()
             if plan.action == "return":
                 return self._returned(span, req, plan)
             graph_input = self._rerun_input(span, req, plan)
@@ -271,6 +278,8 @@ class GraphCall:
         if self.info.has_state:
             ended = counted and _ran_to_end(tally, kw)
             snapshot, checkpoint = latest_state(self.graph, req.state_config(), output, ended)
+        if durable is not None:
+            planner.end(_checkpoint_id(snapshot, checkpoint))
         return self.finish(span, req, output, snapshot, checkpoint)
 
     async def _aexecute(
@@ -279,7 +288,8 @@ class GraphCall:
         span, config, kw, durable = self._begin(req, kwargs, tally)
         graph_input = req.input
         if durable is not None:  # a rerun continues the thread (graph/rerun.py)
-            plan = await rerun.Planner(self.graph, req.state_config(), *durable, kw).aplan()
+            planner = rerun.Planner(self.graph, req.state_config(), *durable, kw)
+            plan = await planner.aplan()
             if plan.action == "return":
                 return self._returned(span, req, plan)
             graph_input = self._rerun_input(span, req, plan)
@@ -296,21 +306,21 @@ class GraphCall:
             snapshot, checkpoint = await alatest_state(
                 self.graph, req.state_config(), output, ended
             )
+        if durable is not None:
+            await planner.aend(_checkpoint_id(snapshot, checkpoint))
         return self.finish(span, req, output, snapshot, checkpoint)
 
     def _begin(
         self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally | None
     ) -> tuple[trace.Span, dict[str, Any], dict[str, Any], tuple[RunScope, str] | None]:
         """What the sync and async executions share before the graph runs: the current span
-        (started), the config and call kwargs (stamped when the call is durable), and
+        (started), the config and call kwargs (``durability="sync"`` when durable), and
         :meth:`_durable`'s run and key."""
         span = trace.get_current_span()
         self._on_start(span, req)
         config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
         if tally is not None:
             tally.span = span
-        if self.info.has_state and self._pregel:
-            config = stamp_pause_origin(config, span)
         durable = self._durable(tally)
         if durable is not None:
             config, kw = self._stamped(durable, config, kw)
@@ -333,9 +343,9 @@ class GraphCall:
     def _stamped(
         self, durable: tuple[RunScope, str], config: dict[str, Any], kw: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The config with the run and call in its checkpoints' metadata, and LangGraph's
+        """The config as given (LangGraph's checkpoints carry nothing of spanpoint: the
+        rerun planner keeps its notes in spanpoint's store), and LangGraph's
         ``durability="sync"`` unless the caller chose one (a durable checkpointer only)."""
-        config = rerun.stamp(config, durable[0].run_id, durable[1])
         if rerun.wants_sync_durability(self.graph, kw):
             kw = {**kw, "durability": "sync"}
         return config, kw
@@ -357,16 +367,15 @@ class GraphCall:
     def stream_setup(
         self, span: trace.Span, req: RunRequest, kwargs: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any], tuple[RunScope, str] | None]:
-        """A stream's config and call kwargs, stamped as :meth:`_begin` stamps a call's,
-        and its run and key when the stream is a durable graph call (None otherwise)."""
+        """A stream's config and call kwargs, as :meth:`_begin` makes a call's, and its run
+        and key when the stream is a durable graph call (None otherwise)."""
         config, kw = req.graph_config(), self.call_kwargs(req, kwargs)
-        if self.info.has_state and self._pregel:
-            config = stamp_pause_origin(config, span)
         key = self._calls_key(req, kwargs)
         scope = current_run()
         durable = (scope, key) if scope is not None and key else None
         if durable is not None:
             config, kw = self._stamped(durable, config, kw)
+            self._streams[span] = durable
         return config, kw, durable
 
     def _calls_key(self, req: RunRequest, kwargs: dict[str, Any]) -> str | None:
@@ -402,8 +411,8 @@ class GraphCall:
         The ids: the keys of ``Command(resume={id: value})``; for a plain value, the thread's
         pending interrupts. Both as this runner last saw them (the previous call on the
         thread, executed or replayed), else, when executing, as the thread's state says
-        before the resume runs: the paused checkpoint's metadata names the span that paused,
-        so a resume in another process links to it too (issue 15 item 5)."""
+        before the resume runs: spanpoint's store notes the span that paused at the paused
+        checkpoint, so a resume in another process sharing the store links to it too."""
         resume = req.input.resume
         keyed = [str(k) for k in resume] if isinstance(resume, Mapping) else None
         seen = self._pending.get(req.thread_id)
@@ -417,8 +426,7 @@ class GraphCall:
             return keyed or [], None
         if keyed is None:
             keyed = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
-        metadata = getattr(snapshot, "metadata", None) or {}
-        return keyed, paused_link(metadata.get(semconv.CHECKPOINT_META_TRACEPARENT))
+        return keyed, pause_origin(req.thread_id, snapshot)
 
     def _remember(self, req: RunRequest, result: RunResult) -> None:
         """Keep the thread's pending interrupt ids for the resume event of its next call,
@@ -430,7 +438,8 @@ class GraphCall:
         pending.pop(req.thread_id, None)
         link = None
         if result.interrupted and result.trace_id and result.span_id:
-            link = paused_link(f"00-{result.trace_id}-{result.span_id}-01")
+            origin = f"00-{result.trace_id}-{result.span_id}-01"
+            link = note_pause_origin(req.thread_id, result.latest_checkpoint_id, origin)
         pending[req.thread_id] = (tuple(i.id for i in result.interrupts), link)
         while len(pending) > _PENDING_THREADS:
             pending.pop(next(iter(pending)), None)
@@ -448,6 +457,10 @@ class GraphCall:
         snapshot: Any,
         checkpoint_config: Any = None,
     ) -> RunResult:
+        stream = self._streams.pop(span, None)
+        ended = _checkpoint_id(snapshot, checkpoint_config)
+        if stream is not None and ended is not None:  # a durable stream that ran to its end
+            rerun.Planner(self.graph, req.state_config(), *stream, {}).end(ended)
         ctx = span.get_span_context()
         ids = (format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")) if ctx.is_valid else None
         result = build_result(
@@ -640,6 +653,16 @@ class _Tally:
         self.nodes = NodeCounts()
         self.span: trace.Span | None = None
         self.call_key: str | None = None
+
+
+def _checkpoint_id(snapshot: Any, checkpoint_config: Any) -> str | None:
+    """The id of the thread's latest checkpoint after a call, from whichever of the two
+    ``latest_state`` read (None: read it again)."""
+    config = (
+        checkpoint_config if checkpoint_config is not None else getattr(snapshot, "config", None)
+    )
+    checkpoint_id = ((config or {}).get("configurable") or {}).get("checkpoint_id")
+    return str(checkpoint_id) if checkpoint_id else None
 
 
 def _ran_to_end(tally: _Tally | None, kwargs: Mapping[str, Any]) -> bool:

@@ -7,6 +7,8 @@ thread; ``wait_for_interrupt(result)`` bridges a LangGraph interrupt to a durabl
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -130,15 +132,44 @@ def traceparent(span: trace.Span) -> str | None:
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 
-def stamp_pause_origin(config: dict[str, Any], span: trace.Span) -> dict[str, Any]:
-    """``config`` with the call's span in its checkpoints' metadata (a new dict): a resume
-    found the paused checkpoint, so it finds the span that paused, in any process."""
-    parent = traceparent(span)
-    if parent is None:
-        return config
-    metadata = dict(config.get("metadata") or {})
-    metadata[semconv.CHECKPOINT_META_TRACEPARENT] = parent
-    return {**config, "metadata": metadata}
+def _pause_note(thread_id: Any, checkpoint_id: str) -> str:
+    """The note key of the span that paused a thread at ``checkpoint_id``."""
+    return json.dumps(["graph-pause", str(thread_id), checkpoint_id])
+
+
+def _note_store() -> Any:
+    """The store pause origins are noted in: the run's, else the configured one."""
+    from spanpoint.config import settings  # for import time: with the first pause
+    from spanpoint.run import current_run
+
+    scope = current_run()
+    return scope.store if scope is not None else settings().store
+
+
+def note_pause_origin(thread_id: Any, checkpoint_id: str | None, parent: str) -> Link | None:
+    """Note in spanpoint's store that the span ``parent`` (a traceparent) paused the thread
+    at ``checkpoint_id``: a resume that finds the paused checkpoint finds the span, in any
+    process sharing the store. LangGraph's checkpoint carries nothing of it. Best effort: a
+    failed write only costs the link across processes. Returns the link to ``parent``."""
+    link = paused_link(parent)
+    if link is not None and checkpoint_id:
+        # Observability is best effort: a failed write only costs the link from elsewhere.
+        with contextlib.suppress(Exception):
+            _note_store().put_note(_pause_note(thread_id, checkpoint_id), parent)
+    return link
+
+
+def pause_origin(thread_id: Any, snapshot: Any) -> Link | None:
+    """The link to the span that paused the thread at ``snapshot`` (its checkpoint), when
+    spanpoint's store noted one (:func:`note_pause_origin`)."""
+    config = getattr(snapshot, "config", None) or {}
+    checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+    if not checkpoint_id:
+        return None
+    try:
+        return paused_link(_note_store().get_note(_pause_note(thread_id, str(checkpoint_id))))
+    except Exception:  # observability is best effort: no link
+        return None
 
 
 def paused_link(parent: Any) -> Link | None:
@@ -184,8 +215,7 @@ def _announce(span: trace.Span, graph_input: Any, snapshot: Any, thread_id: Any)
         ids = [str(k) for k in resume]
     else:
         ids = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
-    metadata = getattr(snapshot, "metadata", None) or {}
-    link_to_pause(span, paused_link(metadata.get(semconv.CHECKPOINT_META_TRACEPARENT)))
+    link_to_pause(span, pause_origin(thread_id, snapshot))
     attrs = resume_attributes(ids)
     if thread_id is not None:
         attrs[semconv.GEN_AI_CONVERSATION_ID] = str(thread_id)
@@ -197,26 +227,26 @@ def _thread(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     return thread_id, {"configurable": {"thread_id": thread_id}}
 
 
-def _prepare(graph_input: Any, config: Any, stamp: bool) -> tuple[Any, Any, Any]:
+def _prepare(graph_input: Any, config: Any) -> tuple[Any, Any, Any]:
     """(config, the call's span, and the (thread id, state config) to read the resumed
     interrupts from, or None): the half of a traced call's config both forms share."""
     span = trace.get_current_span()
-    if stamp:
-        config = stamp_pause_origin(dict(config or {}), span)
     thread_id, state_config = _thread(config or {})
     wanted = _resumed(graph_input) and thread_id is not None and span.is_recording()
     return config, span, (thread_id, state_config) if wanted else None
 
 
-def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool) -> Any:
-    """A zero-code graph call's config with the current span (the call's) in its
-    checkpoints' metadata, and, for a ``Command(resume=...)``, the resume described on the
-    span (issue 15 item 5). Best effort: a failed state read only costs the ids and link.
+def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool = False) -> Any:
+    """A zero-code graph call's config, unchanged, and, for a ``Command(resume=...)``, the
+    resume described on the span. Best effort: a failed state read only costs the ids and
+    link.
 
-    ``stamp`` is False outside a durable scope: there the instrumentor must change nothing
-    LangGraph keeps (its checkpoint metadata is compared by LangGraph's own suite), so a
-    resume links to the paused span only while this process remembers it."""
-    config, span, read = _prepare(graph_input, config, stamp)
+    The instrumentor changes nothing LangGraph keeps (its checkpoint metadata is compared by
+    LangGraph's own suite): the link to the paused span comes from spanpoint's store when a
+    ``GraphRunner`` noted the pause there, else from what this process remembers. ``stamp``
+    is accepted for callers written when the config carried the span; it changes nothing."""
+    del stamp
+    config, span, read = _prepare(graph_input, config)
     if read is not None:
         try:
             snapshot = graph.get_state(read[1])
@@ -226,9 +256,12 @@ def traced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool
     return config
 
 
-async def atraced_call_config(graph: Any, graph_input: Any, config: Any, *, stamp: bool) -> Any:
+async def atraced_call_config(
+    graph: Any, graph_input: Any, config: Any, *, stamp: bool = False
+) -> Any:
     """The async form of :func:`traced_call_config` (``aget_state``)."""
-    config, span, read = _prepare(graph_input, config, stamp)
+    del stamp
+    config, span, read = _prepare(graph_input, config)
     if read is not None:
         try:
             snapshot = await graph.aget_state(read[1])

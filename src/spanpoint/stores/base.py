@@ -552,6 +552,17 @@ class CheckpointStore(Protocol):
         """Give back ``owner``'s unspent once-token (no-op when it holds none)."""
         ...
 
+    # Notes: opaque text under an opaque key, for what spanpoint must find again about work
+    # it does not own (a graph thread's checkpoints). The store gives neither any meaning.
+
+    def put_note(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key``, replacing what was there."""
+        ...
+
+    def get_note(self, key: str) -> str | None:
+        """The value last put under ``key``; None when there is none (or gc swept it)."""
+        ...
+
     def close(self) -> None:
         """Release connections and file handles. The store is unusable afterwards."""
         ...

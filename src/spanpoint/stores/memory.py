@@ -47,6 +47,8 @@ class MemoryStore(RunPages):
         self._heartbeat = LeaseHeartbeat(self._renew, name="spanpoint-lease-heartbeat memory")
         # Once-tokens: (kind, key) -> (owner, lease expiry, spent at or None).
         self._once: dict[tuple[str, str], tuple[str, float, float | None]] = {}
+        # Notes: key -> (value, when put).
+        self._notes: dict[str, tuple[str, float]] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStore(runs={len(self._runs)}, checkpoints={len(self._checkpoints)})"
@@ -160,6 +162,15 @@ class MemoryStore(RunPages):
             if held is not None and held[0] == owner and held[2] is None:
                 del self._once[(kind, key)]
 
+    def put_note(self, key: str, value: str) -> None:
+        with self._lock:
+            self._notes[key] = (value, time.time())
+
+    def get_note(self, key: str) -> str | None:
+        with self._lock:
+            found = self._notes.get(key)
+        return None if found is None else found[0]
+
     def put(
         self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
     ) -> bool:
@@ -258,6 +269,7 @@ class MemoryStore(RunPages):
             self._once = {
                 k: v for k, v in self._once.items() if (v[1] if v[2] is None else v[2]) >= cutoff
             }
+            self._notes = {k: v for k, v in self._notes.items() if v[1] >= cutoff}
             return len(old)
 
     def close(self) -> None:

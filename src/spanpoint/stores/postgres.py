@@ -370,6 +370,22 @@ class PostgresStore(RunPages):
             (kind, key, owner),
         )
 
+    # --- notes -------------------------------------------------------------------------------
+
+    def put_note(self, key: str, value: str) -> None:
+        self._fetchall(
+            "put_note",
+            "INSERT INTO spanpoint_notes (key, value) VALUES (%s, %s) ON CONFLICT (key) "
+            "DO UPDATE SET value = EXCLUDED.value, updated_at = now() RETURNING 1",
+            (key, value),
+        )
+
+    def get_note(self, key: str) -> str | None:
+        rows = self._fetchall(
+            "get_note", "SELECT value FROM spanpoint_notes WHERE key = %s", (key,)
+        )
+        return str(rows[0][0]) if rows else None
+
     def put(
         self, checkpoint: Checkpoint, *, owner: str | None = None, epoch: int | None = None
     ) -> bool:
@@ -482,6 +498,8 @@ class PostgresStore(RunPages):
             ), once AS (
                 DELETE FROM spanpoint_once WHERE COALESCE(spent_at, expires_at)
                     < now() - make_interval(secs => %(s)s)
+            ), notes AS (
+                DELETE FROM spanpoint_notes WHERE updated_at < now() - make_interval(secs => %(s)s)
             )
             SELECT count(*) FROM old
             """,

@@ -97,6 +97,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE spanpoint_checkpoints ADD COLUMN lease_epoch bigint;
     """,
+    # Notes (put_note/get_note): opaque text under an opaque key; gc sweeps them by age.
+    """
+    CREATE TABLE spanpoint_notes (
+        key text PRIMARY KEY,
+        value text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX spanpoint_notes_updated ON spanpoint_notes (updated_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -54,7 +54,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("spanpoint")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def _statements(script: str) -> list[str]:
@@ -194,6 +194,11 @@ _MIGRATIONS: dict[int, list[str]] = {
     # Fenced leases: each lease carries an epoch that grows when it passes to another owner,
     # and a commit names the owner and epoch it holds. Leases taken before read epoch NULL.
     8: ["ALTER TABLE checkpoints ADD COLUMN lease_epoch INTEGER"],
+    # Notes (put_note/get_note): opaque text under an opaque key; gc sweeps them by age.
+    9: [
+        "CREATE TABLE notes (key TEXT PRIMARY KEY, value TEXT NOT NULL, updated_at REAL NOT NULL)",
+        "CREATE INDEX notes_updated ON notes (updated_at)",
+    ],
 }
 
 #: Runs deleted per write transaction by gc: each transaction holds the write lock for a few
@@ -723,6 +728,26 @@ class SqliteStore(RunPages):
             write=False,
         )
 
+    # --- notes -------------------------------------------------------------------------------
+
+    def put_note(self, key: str, value: str) -> None:
+        self._run(
+            "put_note",
+            lambda c: c.execute(
+                "INSERT OR REPLACE INTO notes (key, value, updated_at) VALUES (?, ?, ?)",
+                (key, value, time.time()),
+            ),
+            write=False,  # one statement: atomic on its own
+        )
+
+    def get_note(self, key: str) -> str | None:
+        row = self._run(
+            "get_note",
+            lambda c: c.execute("SELECT value FROM notes WHERE key = ?", (key,)).fetchone(),
+            write=False,
+        )
+        return None if row is None else str(row[0])
+
     # One statement fills in the leased row (or inserts one when nobody claimed the key) and
     # ends the lease, whoever held it: a committed boundary needs no lease. The first commit
     # of a key wins; the WHERE makes any later one a no-op.
@@ -888,6 +913,11 @@ class SqliteStore(RunPages):
             lambda c: c.execute(
                 "DELETE FROM once_tokens WHERE COALESCE(spent_at, expires_at) < ?", (cutoff,)
             ),
+            write=False,
+        )
+        self._run(
+            "delete_runs_older_than",
+            lambda c: c.execute("DELETE FROM notes WHERE updated_at < ?", (cutoff,)),
             write=False,
         )
         return deleted
