@@ -12,9 +12,9 @@ decides what a patched call records:
 - ``Pregel.stream`` / ``astream`` (:mod:`spanpoint.instrumentation.pregel_stream`): a
   graph-call span that stays open while the caller iterates. ``invoke`` runs ``stream``
   internally: that inner call is not traced twice.
-- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``
-  (:mod:`spanpoint.instrumentation.langchain`): ``chat`` and ``execute_tool`` spans for
-  calls made inside hand-built graphs, never boundaries.
+
+Model and tool calls are not patched here: the instrumentor installs the seams of
+:mod:`spanpoint.calls.seams` for their ``chat`` and ``execute_tool`` spans.
 
 Every graph call goes through these wrappers and a zero-code span may cost only a few per
 cent of a small graph's call, so a call that is not a boundary takes a short path: the graph's
