@@ -1,8 +1,8 @@
 """Middleware hooks that LangChain's per-call LangSmith wrapper can read cheaply.
 
 ``create_agent`` wraps every middleware's ``wrap_*`` hook in LangSmith's ``traceable``, and
-that wrapper calls ``inspect.signature(hook)`` on every model and tool call, traced or not:
-about 20–30 µs per call for a bound method. A plain function that carries its signature as
+that wrapper calls ``inspect.signature(hook)`` on every model and tool call, traced or not,
+which is slow for a bound method. A plain function that carries its signature as
 ``__signature__`` makes that an attribute lookup. The signature is the bound method's own
 (``request, handler``), so traced inputs keep their names.
 """

@@ -3,7 +3,7 @@
 spans, so the two can never disagree.
 
 Nothing here imports LangChain or the rest of spanpoint. A flat-priced model's per-token rates
-are taken once per process (a library calculation takes about 0.7 ms, ``bench/``); a model
+are taken once per process (a library calculation is costly next to a multiplication); a model
 with tiered prices is priced call by call. An unknown model, or no library installed, is
 ``None``: never a guessed price.
 """

@@ -307,7 +307,7 @@ class _Call:
             attrs[semconv.REPLAY_ORIGINAL_SPAN_ID] = span_id
             links = (link,)
         span = self.tracer.start_span(
-            # The name is the one field every viewer's tree shows (design-notes, issue 19).
+            # The name is the one field every viewer's tree shows (docs/design-notes.md).
             spec.span_name + semconv.REPLAYED_NAME_SUFFIX,
             kind=spec.span_kind,
             attributes=attrs,
@@ -808,7 +808,7 @@ def _describe_output(
 ) -> None:
     """Set ``describe(output)`` on ``span``. An output described with ``error.type`` is a
     failed call returned as a value (an error ``ToolMessage``): the span is marked ERROR, so
-    by invariant 1 it commits nothing and a rerun executes it again (issue 15 item 7)."""
+    by invariant 1 it commits nothing and a rerun executes it again."""
     try:
         attrs = dict(describe(output))
     except Exception as exc:  # observability is best effort

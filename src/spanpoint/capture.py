@@ -320,7 +320,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _SCALARS = frozenset({bool, int, float})
 
 #: LangChain's BaseMessage once its module is loaded. For import time, capture does not import
-#: LangChain (every spanpoint import reaches this module, the CLI too: issue 18): a value can
+#: LangChain (every spanpoint import reaches this module, the CLI's too): a value can
 #: only be a message if LangChain's message module was imported, so until then none is.
 _MESSAGE_CLASS: list[type] = []
 

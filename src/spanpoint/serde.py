@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 # For import time: LangGraph's serializer, LangChain's messages and pydantic are not imported
-# with this module (every spanpoint import reaches it, the CLI too: issue 18 wants its
-# commands free of LangChain and LangGraph). The writer is built at the first dumps; the
+# with this module (every spanpoint import reaches it, the CLI too, and its commands stay
+# free of LangChain and LangGraph). The writer is built at the first dumps; the
 # classes are looked up only once their modules are loaded (_loaded_class).
 _SERDE: JsonPlusSerializer | None = None
 
@@ -148,7 +148,7 @@ _DEFAULT_ALLOWED: dict[str, tuple[str, ...]] = {
     # spanpoint's own frozen value types (a step may return a graph call's result); named
     # here as data, imported only when a checkpoint holds one.
     "spanpoint.graph.results": ("RunResult", "InterruptInfo"),
-    # Where they lived before the layout of issue 14: checkpoints written then name it.
+    # Their former module path (see _MOVED): older checkpoints name it.
     "spanpoint.graph_results": ("RunResult", "InterruptInfo"),
 }
 #: Modules that moved (old path -> new path): a checkpoint naming the old path still reads.

@@ -114,8 +114,8 @@ def pause_attributes(
 
     ``gen_ai.agent.pause.id`` is LangGraph's interrupt id (the first, when several are
     pending: ``langgraph.interrupt.ids`` lists them all); a LangGraph interrupt waits for a
-    resume value, which #445 calls ``human_input``. The interrupt's value (the question) is
-    content: only when capture opts in.
+    resume value, which semantic-conventions-genai #445 calls ``human_input``. The
+    interrupt's value (the question) is content: only when capture opts in.
     """
     attrs: dict[str, AttributeValue] = {
         semconv.GEN_AI_AGENT_PAUSE_REASON: semconv.PAUSE_REASON_HUMAN_INPUT,

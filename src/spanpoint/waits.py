@@ -79,7 +79,7 @@ def wait_for_input(
         )
     if scope.span is not None:
         # For import time: events imports LangChain's callbacks, and `spanpoint input`
-        # (provide_input, in this module) must not (issue 18).
+        # (provide_input, in this module) stays free of LangChain.
         from spanpoint.events import add_bounded_event
 
         add_bounded_event(semconv.EVENT_WAIT_RESOLVED, {semconv.WAIT_NAME: name}, span=scope.span)

@@ -225,8 +225,8 @@ def _checkpoint_cost(cp: Checkpoint) -> CallCost | None:
     if cp.output_type != "msgpack":
         return None
     # A run's totals are read again after each of its graph calls (graph/summary.py): each
-    # checkpoint is decoded and priced once per process, not once per graph call (a run's
-    # k-th graph call decoded all k before: 82-100 ms CPU per invoke at 220 graph calls).
+    # checkpoint is decoded and priced once per process, not once per graph call (else a
+    # run's k-th graph call would decode all k of them: quadratic in the run's length).
     # Keyed by the output's bytes too: one key, two stores, two outputs stay two prices.
     memo_key = (cp.key, cp.output)
     if memo_key in _PRICED:

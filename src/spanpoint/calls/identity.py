@@ -8,7 +8,7 @@ Like :func:`spanpoint.serde.fingerprint` they are content-only: message ids (ass
 LangChain at run time), usage and response metadata are left out, so a replayed run computes
 the same keys as the original. :data:`CALL_KEY_VERSION` enters every one.
 
-Ids by position, never by value (issue 15 item 8): tool-call ids are minted by providers and
+Ids by position, never by value: tool-call ids are minted by providers and
 by libraries (``uuid4`` in langgraph-supervisor's hand-backs) and differ on every attempt.
 A message's digest holds no id at all; the conversation adds one *linkage digest*: each
 distinct tool-call id gets its first-seen position (0, 1, …) and the positions of every
@@ -20,8 +20,8 @@ instead of the generic recursive walk, memoizes each message's digest, tool defi
 what identifies the model itself (:class:`FieldMemo`: per model object, while its fields are
 unchanged). Values JSON cannot encode fall back to :func:`spanpoint.serde.canonical`.
 
-The conversation is hashed incrementally (issue 18: a run of 1,000 model calls must not cost
-more per call than one of 10). An agent's next model call sees the previous call's messages,
+The conversation is hashed incrementally, so a long run costs no more per model call than a
+short one. An agent's next model call sees the previous call's messages,
 the very same objects, plus the new ones; the running sha256 states of the previous call
 (message digests and linkage) are kept on its last message and extended by the new messages
 only. They are reused only when the prefix holds the very objects hashed before (a C-level
@@ -438,8 +438,8 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             _keep(state, messages[-1])
             if base is not None:
                 # Superseded: the conversation goes on from the new state. A kept state holds
-                # its whole prefix, and 64 of them at 2,000 messages were 128,000 references
-                # for every full garbage collection to walk (issue 18, run length); a second
+                # its whole prefix, and many of them over a long conversation are references
+                # for every full garbage collection to walk (quadratic in the run); a second
                 # branch from this prefix hashes from the per-message memo instead.
                 _forget_state(base)
     return result

@@ -153,8 +153,8 @@ def model_input_view(
     """The input view of one model call: its messages (the system prompt first), its tool
     definitions and its settings, redacted."""
     # The last VIEW_MESSAGES messages only: every model call of an agent sees the whole
-    # conversation again, and a view of all of it made each checkpoint as long as the run so
-    # far (quadratic bytes in the store; issue 18, run length). A diff's first divergent call
+    # conversation again, and a view of all of it would make each checkpoint as long as the
+    # run so far (bytes in the store quadratic in the run's length). A diff's first divergent call
     # differs in its newest messages (the older ones were the previous call's, which did not
     # diverge), and the fingerprint still covers every message.
     tail = list(messages[-VIEW_MESSAGES:]) if len(messages) > VIEW_MESSAGES else list(messages)

@@ -109,8 +109,8 @@ class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.policy = policy or CallCheckpointPolicy()
         self._capture = capture
         self.tools: Sequence[BaseTool] = ()
-        # LangChain's LangSmith wrapper inspects each hook's signature on every call (22 µs
-        # of a call's overhead, measured): hand it signed plain functions (spanpoint._hooks).
+        # LangChain's LangSmith wrapper inspects each hook's signature on every call, a large
+        # share of a call's overhead: hand it signed plain functions (spanpoint._hooks).
         sign_hooks(self)
 
     def __repr__(self) -> str:

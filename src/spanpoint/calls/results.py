@@ -8,13 +8,14 @@ A tool call's checkpoint is everything the call gave LangGraph (DESIGN.md, invar
   ``StateBackend`` writes ``files`` that way, and ``write_file`` returns a bare
   ``ToolMessage``: committing the return value alone loses the file.
 
-Ids are volatile (issue 15 item 9). A result that carries the tool's *input* messages (a
-swarm handoff's ``Command`` holds the whole conversation) is stored with each such message
-as a reference to its position in the input, never by its id; a replay puts the *current*
-input's message there, so LangGraph's ``add_messages`` sees ids it already holds and appends
-nothing twice. A ``ToolMessage`` that answers the call (or a tool call of the input) is
-re-bound to the current call's id. Messages the call minted itself keep their committed ids:
-they are consistent within the attempt that replays them.
+Ids are volatile: providers and libraries mint new ones on every attempt. A result that
+carries the tool's *input* messages (a swarm handoff's ``Command`` holds the whole
+conversation) is stored with each such message as a reference to its position in the input,
+never by its id; a replay puts the *current* input's message there, so LangGraph's
+``add_messages`` sees ids it already holds and appends nothing twice. A ``ToolMessage`` that
+answers the call (or a tool call of the input) is re-bound to the current call's id.
+Messages the call minted itself keep their committed ids: they are consistent within the
+attempt that replays them.
 
 What cannot be replayed exactly raises :class:`NotReplayable`: the boundary then warns and
 executes again (when committing: nothing is committed). Never a lossy replay.

@@ -71,7 +71,7 @@ def inspect_graph(
         warnings.append(problem)
     # No warning when the middleware is missing: GraphRunner installs the model and tool
     # seams (spanpoint.calls.seams) for every call, so each model and tool call is a
-    # boundary with or without it (issue 15 item 6); the middleware only adds its policy.
+    # boundary with or without it; the middleware only adds its policy.
     middleware = find_checkpoint_middleware(graph) if strategy == "calls" else None
     operation = semconv.OP_INVOKE_AGENT if is_agent else semconv.OP_INVOKE_WORKFLOW
     return GraphInfo(

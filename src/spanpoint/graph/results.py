@@ -105,9 +105,9 @@ class RunResult:
 def guard_stopped(output: Any) -> bool:
     """Whether the guard stopped the call: its state says ``guard_terminated``.
 
-    A stopped run did not complete its task, and a viewer must not count it as done
-    (issue 15 item 7): it has its own status in the result, the summary, the metrics, the
-    run span and ``spanpoint show``.
+    A stopped run did not complete its task, and a viewer must not count it as done: it has
+    its own status in the result, the summary, the metrics, the run span and
+    ``spanpoint show``.
     """
     values = output.value if isinstance(output, GraphOutput) else output
     return isinstance(values, Mapping) and values.get(TERMINATED_KEY) is True

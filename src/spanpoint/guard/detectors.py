@@ -21,14 +21,14 @@ from spanpoint.guard.config import CYCLE, ERROR_LOOP, NO_PROGRESS, TOOL_REPEAT, 
 # checkpointed with the thread every step, so the record stays short).
 SEEN_RESULTS_LIMIT = 128
 # The record is one string, each fingerprint (a CRC-32, 8 hex digits) led by a comma: a
-# membership test is one substring search in C (~0.2 µs) instead of 128 string comparisons
-# (~4 µs). A CRC collision (about 3e-8 per result with a full record) counts one step as
+# membership test is one substring search in C instead of up to 128 string comparisons in
+# Python. A CRC collision (about 3e-8 per result with a full record) counts one step as
 # bringing nothing new; it takes ``no_progress_steps`` such steps in a row to matter.
 _FINGERPRINT_WIDTH = 9
 _SEEN_CHARS = SEEN_RESULTS_LIMIT * _FINGERPRINT_WIDTH
 
 # Call keys are computed for every tool call of every step: msgpack with sorted keys (in C,
-# ~0.5 µs) instead of sorted JSON (~3 µs); JSON only for what msgpack cannot encode.
+# several times faster than sorted JSON); JSON only for what msgpack cannot encode.
 # The digest is the CRC-32 and the length of that encoding: two different calls of one tool
 # share a key about once in 4e9 pairs, and a false repeat needs ``tool_repeat_threshold``
 # of them in one window.

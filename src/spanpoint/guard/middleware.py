@@ -60,7 +60,8 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
         self.config = config or GuardConfig()
         self._engine = GuardEngine(self.config, GuardTelemetry(meter_provider))
         self.tools = []
-        # ~30 µs a step in a real run, a third of the guard's budget (see spanpoint._hooks).
+        # LangSmith's per-call signature inspection would cost a large share of the guard's
+        # budget per step: hand it signed plain functions (see spanpoint._hooks).
         sign_hooks(self, ("wrap_model_call", "awrap_model_call"))
 
     def __repr__(self) -> str:

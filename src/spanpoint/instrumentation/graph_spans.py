@@ -60,7 +60,7 @@ def end_graph_span(
 def _graph_messages(
     span: trace.Span, output: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None
 ) -> None:
-    """The call's input messages and last reply, when capture opts in (issue 19)."""
+    """The call's input messages and last reply, when capture opts in."""
     capture = settings().capture
     if not capture.content_on_spans:
         return

@@ -12,12 +12,12 @@ decides what a patched call records:
 - ``Pregel.stream`` / ``astream`` (:mod:`spanpoint.instrumentation.pregel_stream`): a
   graph-call span that stays open while the caller iterates. ``invoke`` runs ``stream``
   internally: that inner call is not traced twice.
-- ``BaseChatModel.invoke`` / ``ainvoke`` and ``BaseTool.invoke`` / ``ainvoke``
-  (:mod:`spanpoint.instrumentation.langchain`): ``chat`` and ``execute_tool`` spans for
-  calls made inside hand-built graphs, never boundaries.
 
-Every graph call goes through these wrappers and a zero-code span may cost a few per cent of
-a ~2 ms graph at most, so a call that is not a boundary takes a short path: the graph's
+Model and tool calls are not patched here: the instrumentor installs the seams of
+:mod:`spanpoint.calls.seams` for their ``chat`` and ``execute_tool`` spans.
+
+Every graph call goes through these wrappers and a zero-code span may cost only a few per
+cent of a small graph's call, so a call that is not a boundary takes a short path: the graph's
 attributes are cached, the span is started and made current directly.
 """
 
@@ -92,7 +92,7 @@ class GraphMeta:
     """What every call span of one graph shares, built on its first call.
 
     A zero-code call must add as little as possible to ``graph.invoke`` (a few per cent of a
-    ~2 ms graph): the name, the span name and the attributes of a call without config are
+    small graph's call): the name, the span name and the attributes of a call without config are
     invariant per graph, so they are computed once. The entry is rebuilt when the graph is
     renamed or given another checkpointer, or spanpoint is configured again (new tracer, new
     capture policy).
@@ -187,7 +187,7 @@ def call_attributes(meta: GraphMeta, config: Any, *, nested: bool) -> tuple[dict
     thread_id = configurable.get("thread_id")
     if thread_id is None and nested:
         # A sub-agent invoked with a config of its own (Deep Agents' ``task`` passes only
-        # ``ls_agent_type``) still runs in its parent's conversation (issue 15 item 5).
+        # ``ls_agent_type``) still runs in its parent's conversation.
         from langchain_core.runnables.config import var_child_runnable_config
 
         parent = var_child_runnable_config.get()
@@ -332,8 +332,8 @@ def _rerunning(
 ) -> Callable[..., Any]:
     """``wrapped``, or for an outermost call on a thread with a checkpointer, ``wrapped`` with
     the call's span in its checkpoints' metadata and a resume described on the span
-    (``spanpoint.graph.resume``, issue 15 item 5), inside a run through
-    ``spanpoint.graph.rerun.invoke_rerunning`` (item 4). ``asynchronous``: ``wrapped`` is
+    (``spanpoint.graph.resume``), inside a run through
+    ``spanpoint.graph.rerun.invoke_rerunning``. ``asynchronous``: ``wrapped`` is
     ``Pregel.ainvoke``, and so is what this returns."""
     if parent is not None:
         return wrapped
@@ -436,7 +436,7 @@ _PAUSES = _Pauses()
 
 def _note(scope: Any, output: Any) -> None:
     """The run's status after its outermost graph call: ``stopped`` when the guard stopped
-    it (issue 15 item 7), as GraphRunner's result says."""
+    it, as GraphRunner's result says."""
     from spanpoint.graph.results import guard_stopped, note_run_status  # for import time
 
     note_run_status(scope, "stopped" if guard_stopped(output) else "completed")

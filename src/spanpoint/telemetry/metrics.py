@@ -76,8 +76,8 @@ class _Instruments:
             description="Priced cost of one GenAI operation",
         )
         # An observable counter over totals kept here, as the graph-call counters are: a run
-        # end adds to a dict (well under a microsecond) instead of going through the SDK's
-        # measurement pipeline (about 30 µs of every run end, a replayed run's included).
+        # end adds to a dict instead of going through the SDK's measurement pipeline, which
+        # would cost every run end far more, a replayed run's included.
         self._lock = threading.Lock()
         self._boundaries: dict[tuple[str, str], int] = {}
         meter.create_observable_counter(
@@ -258,8 +258,8 @@ class GraphCallInstruments:
     """The run summary's instruments of one meter provider (``spanpoint.graph.summary``).
 
     Graph calls, replays and interrupts are observable counters over totals kept here: a
-    call adds one to a dict entry (well under a microsecond) instead of going through the
-    SDK's measurement pipeline (about 10 µs per ``add``), and the SDK reads the totals once
+    call adds one to a dict entry instead of going through the SDK's measurement pipeline
+    (far costlier per ``add``), and the SDK reads the totals once
     per collection. They export exactly as synchronous counters do (a monotonic cumulative
     sum per attribute set).
 
