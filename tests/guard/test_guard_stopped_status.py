@@ -38,7 +38,7 @@ def search(query: str, limit: int = 3) -> str:
 
 
 def stuck_agent() -> Any:
-    guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+    guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
     return create_agent(
         ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
         checkpointer=InMemorySaver(), name="stuck",
@@ -110,7 +110,7 @@ def test_a_zero_code_guard_stop_makes_the_run_stopped(configured: Any, saver: bo
     instrumentor = SpanpointInstrumentor()
     instrumentor.instrument(tracer_provider=configured.provider)
     try:
-        guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+        guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
         agent = create_agent(
             ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
             checkpointer=InMemorySaver() if saver else None, name="stuck",
@@ -140,7 +140,7 @@ def test_a_zero_code_rerun_of_a_stopped_run_is_stopped(
     outputs, runs = [], []
     try:
         for _attempt in (1, 2):
-            guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+            guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
             agent = create_agent(
                 ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
                 checkpointer=InMemorySaver(), name="stuck",
