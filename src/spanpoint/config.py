@@ -418,14 +418,6 @@ def _service_name() -> str:
     return "spanpoint-app"
 
 
-def otlp_endpoint() -> str | None:
-    """The OTLP endpoint traces go to, resolved as the SDK does; None when not OTLP."""
-    from spanpoint.telemetry import exporters as _exporters  # for import time (see above)
-
-    resolved = _exporters.resolve("traces")
-    return resolved.endpoint if "otlp" in resolved.kinds else None
-
-
 def _add_default_exporter(
     provider: TracerProvider, trace_file: str | os.PathLike[str] | None
 ) -> str:

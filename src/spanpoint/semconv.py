@@ -63,7 +63,6 @@ EVENT_AGENT_CHECKPOINTED: Final = "gen_ai.agent.checkpointed"
 GEN_AI_AGENT_CHECKPOINT_ID: Final = "gen_ai.agent.checkpoint.id"
 
 # LangGraph-specific attributes (no upstream proposal yet; namespaced to the framework).
-LANGGRAPH_THREAD_ID: Final = "langgraph.thread.id"
 LANGGRAPH_CHECKPOINT_NS: Final = "langgraph.checkpoint.ns"
 LANGGRAPH_NEXT_NODES: Final = "langgraph.next_nodes"
 LANGGRAPH_INTERRUPT_COUNT: Final = "langgraph.interrupt.count"
@@ -114,7 +113,6 @@ BOUNDARY_KINDS: Final = frozenset({KIND_GRAPH_CALL, KIND_MODEL_CALL, KIND_TOOL_C
 
 # Span events (records, never boundaries).
 EVENT_CHECKPOINT_COMMIT_FAILED: Final = "spanpoint.checkpoint.commit_failed"
-EVENT_REPLAYED: Final = "spanpoint.replayed"
 EVENT_STREAM_CHUNK: Final = "spanpoint.stream.chunk"
 EVENT_CALLBACK: Final = "spanpoint.callback"
 # Attributes of spanpoint.callback events (LangChain callbacks, recorded by events.py).

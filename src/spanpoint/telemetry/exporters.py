@@ -191,7 +191,6 @@ class ExportTally:
     endpoint: str = ""
     exported: int = 0
     failed: int = 0
-    failures: int = 0
     reason: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -207,7 +206,6 @@ class ExportTally:
                 self.exported += count
             else:
                 self.failed += count
-                self.failures += 1
                 self.reason = reason or "the exporter reported a failure"
 
     def summary(self) -> str:
