@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from guard_fakes import ScriptedModel
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -18,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
+from fakes import ScriptedModel
 from spanpoint.guard import GuardConfig, GuardMiddleware
 
 if TYPE_CHECKING:  # tests/harness.py: not on the path of guard_resume_worker.py

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import pytest
-from guard_fakes import ScriptedModel, stuck_on_search
+from guard_fakes import stuck_on_search
 from guard_support import Tools, assert_history_valid, kinds, make_graph_builder, thread
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from fakes import ScriptedModel
 from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.errors import ConfigurationError

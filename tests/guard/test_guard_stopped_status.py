@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_fakes import ScriptedModel, stuck_on_search
+from guard_fakes import stuck_on_search
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
 import spanpoint
+from fakes import ScriptedModel
 from signals import Signals, install_signals
 from spanpoint import semconv
 from spanpoint.cli import app
