@@ -29,6 +29,7 @@ test: $(DEV)
 lint: $(DEV)
 	$(BIN)/ruff check src tests examples bench
 	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/vulture
 
 bench: $(DEV)
 	$(BIN)/python bench/run.py

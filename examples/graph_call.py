@@ -24,7 +24,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 import spanpoint
-from spanpoint import GraphRunner, RunRequest, build_resume_request
+from spanpoint import GraphRunner, RunRequest
 
 EXECUTED: Counter[str] = Counter()  # what really ran in this process
 
@@ -82,7 +82,7 @@ def attempt(runner: GraphRunner, run_id: str) -> None:
             f"replayed={result.replayed}"
         )
         if result.interrupted:
-            result = runner.invoke(build_resume_request(result, True))
+            result = runner.invoke(result.resume_request(True))
             print(f"  resume: {result.status}, replayed={result.replayed}")
         print("  " + write_report(result.output))
     print(f"  run {run.status}")

@@ -101,11 +101,11 @@ def main() -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("example")
 
-    guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=1))
+    guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=1))
     agent = create_agent(
         StuckModel(), [search, read_changelog], middleware=[guard], checkpointer=InMemorySaver()
     )
-    runner = spanpoint.GuardedGraph(agent)
+    runner = spanpoint.guard.GuardedGraph(agent)
     config = {"configurable": {"thread_id": "ticket-7"}}
 
     print("1. The agent runs and gets stuck; the guard reflects, then stops it:")
@@ -121,7 +121,7 @@ def main() -> None:
 
     try:
         runner.invoke({"messages": [("user", "try again")]}, config)
-    except spanpoint.GuardThreadStoppedError as exc:
+    except spanpoint.errors.GuardThreadStoppedError as exc:
         print(f"\n3. A plain invoke is refused: {exc}")
 
     print("\n4. An operator resumes it with a correction:")

@@ -22,6 +22,52 @@ from harness import Telemetry, make_telemetry
 from spanpoint.config import reset_for_tests
 from spanpoint.stores import MemoryStore, SqliteStore
 
+# --- the full suite (.ci/run) and the default one (`make test`) ---------------------------
+
+#: Crash-fuzz trials per store: a few for `make test`, the full count in the full suite.
+FUZZ_TRIALS, FULL_FUZZ_TRIALS = 20, 100
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("spanpoint")
+    group.addoption(
+        "--full",
+        action="store_true",
+        default=os.environ.get("SPANPOINT_FULL_SUITE") == "1",
+        help="the full suite .ci/run runs: tests marked `full` or `e2e` and "
+        f"{FULL_FUZZ_TRIALS} crash-fuzz trials per store ($SPANPOINT_FULL_SUITE=1)",
+    )
+    group.addoption(
+        "--fuzz-trials",
+        type=int,
+        default=None,
+        help=f"crash-fuzz trials per store (default {FUZZ_TRIALS}, "
+        f"{FULL_FUZZ_TRIALS} with --full; $SPANPOINT_FUZZ_TRIALS)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Upstream suites and the collector stack take many minutes on a clean machine (downloads,
+    # Go builds): .ci/run runs them; `make test` says it skipped them and why.
+    if config.getoption("--full"):
+        return
+    skip = pytest.mark.skip(reason="full suite only: `pytest --full` (.ci/run runs it)")
+    for item in items:
+        if "full" in item.keywords or "e2e" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def fuzz_trials(request: pytest.FixtureRequest) -> int:
+    """How many crash-fuzz trials each store gets in this session."""
+    given = request.config.getoption("--fuzz-trials") or os.environ.get("SPANPOINT_FUZZ_TRIALS")
+    if given:
+        return int(given)
+    return FULL_FUZZ_TRIALS if request.config.getoption("--full") else FUZZ_TRIALS
+
+
+# --- stores and configured telemetry -------------------------------------------------------
+
 
 @pytest.fixture
 def memory_store() -> MemoryStore:

@@ -1,8 +1,9 @@
 """Offline test doubles shared by the test suite.
 
-``ConversationModel`` is a chat model that answers *from the conversation it is given*, never
-from a call counter: replay skips calls, so a model that counted its own calls would diverge
-after a replay and a replay test would prove nothing (see DESIGN.md, testing notes).
+``ConversationModel`` is a chat model that answers *from the conversation it is given*,
+never from a call counter (``ScriptedModel``: the same, a script deciding each turn): replay
+skips calls, so a model that counted its own calls would diverge after a replay and a replay
+test would prove nothing (see DESIGN.md, testing notes).
 
 Its turn is the number of AI messages already in the conversation. Turn ``n`` makes the tool
 calls ``plan[n]``; once the plan is exhausted it answers ``final``. Tool-call ids are random,
@@ -115,6 +116,52 @@ class ConversationModel(BaseChatModel):
                 chunk_position="last",
             )
         )
+
+
+class ScriptedModel(ConversationModel):
+    """A :class:`ConversationModel` whose turn ``n`` is answered by ``script(n, messages)``:
+    tool calls (a list of ``{"name", "args"}``) or the final text. Nothing depends on how
+    often the model was called, so replays and resumes see the same behaviour.
+
+    ``usage`` (input, output) is reported as ``usage_metadata`` on every answer; ``None``
+    reports none (so the guard must estimate). Not streamed: ``stream`` falls back to one
+    ``invoke``, as a model without streaming does.
+    """
+
+    script: Any = None
+    usage: tuple[int, int] | None = (100, 20)
+    model_name: str = "scripted-model"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-fake"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, BaseMessage]:
+        """Accept tools like a real model (the script decides which are called)."""
+        return self.bind(**kwargs)
+
+    def answer(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """The reply to ``messages``: the script's tool calls or text for this turn."""
+        turn = sum(1 for m in messages if m.type == "ai")
+        reply = self.script(turn, messages)
+        extra: dict[str, Any] = {"response_metadata": {"model_name": self.model_name}}
+        if self.usage is not None:
+            i, o = self.usage
+            extra["usage_metadata"] = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
+        if isinstance(reply, str):
+            return AIMessage(content=reply, **extra)
+        calls = [
+            {
+                "name": c["name"],
+                "args": dict(c.get("args", {})),
+                "id": f"call_{uuid.uuid4().hex[:10]}",
+                "type": "tool_call",
+            }
+            for c in reply
+        ]
+        return AIMessage(content="", tool_calls=calls, **extra)
+
+    _stream = BaseChatModel._stream  # no streaming: BaseChatModel.stream invokes once
 
 
 def _json(value: Any) -> str:

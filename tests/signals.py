@@ -1,7 +1,8 @@
 """In-memory OpenTelemetry log and metric pipelines for tests of run summaries.
 
 ``install_signals()`` configures spanpoint with a fresh SDK ``LoggerProvider`` (in-memory log
-exporter) and ``MeterProvider`` (in-memory reader), next to the ``configured`` tracer.
+exporter) and ``MeterProvider`` (in-memory reader), next to the ``configured`` tracer
+(tests/harness.py's, whose metric reading it shares).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import spanpoint
+from harness import metric_points
 
 
 @dataclass
@@ -36,14 +38,7 @@ class Signals:
 
     def points(self, name: str) -> list[Any]:
         """The data points of metric ``name`` collected now."""
-        data = self.metrics.get_metrics_data()
-        found = []
-        for rm in data.resource_metrics if data else ():
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    if metric.name == name:
-                        found.extend(metric.data.data_points)
-        return found
+        return metric_points(self.metrics, name)
 
 
 def install_signals() -> Signals:

@@ -23,7 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "compat" / "upstream_suite.py"
 
-pytestmark = pytest.mark.slow
+# Minutes of upstream tests (a clean machine also downloads and builds their environment):
+# the full suite (.ci/run) runs them, `make test` does not.
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 
 def run_compat(

@@ -6,9 +6,9 @@ import asyncio
 import inspect
 from typing import Any
 
-from spanpoint import GuardMiddleware
 from spanpoint._hooks import WRAP_HOOKS, sign_hooks
 from spanpoint.calls.middleware import CheckpointMiddleware
+from spanpoint.guard import GuardMiddleware
 
 
 class Recorder:

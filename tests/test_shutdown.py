@@ -96,13 +96,14 @@ def hanging() -> Iterator[str]:
 
 
 @pytest.fixture
-def closed_port() -> str:
-    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
+def closed_port() -> Iterator[str]:
+    """A port on 127.0.0.1 that refuses connections: bound and held, never listening (a
+    released port could be taken by a test running beside this one)."""
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
     probe.close()
-    return f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

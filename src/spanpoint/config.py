@@ -203,6 +203,40 @@ def configure(
             value, else ``$SPANPOINT_COMMIT_QUEUE``, else 32.
     """
     global _SETTINGS
+    _check_arguments(lease_ttl_s, lease_wait_timeout_s, durability, commit_queue)
+    with _LOCK:
+        previous = _SETTINGS
+        settings = _new_settings(previous, tracer_provider, trace_file, strict, capture)
+        # Each setting not given keeps the previous choice, else its default.
+        given = {
+            "lease_ttl_s": (lease_ttl_s, None),
+            "lease_wait_timeout_s": (lease_wait_timeout_s, None),
+            "durability": (durability, _durability_from_env),
+            "commit_queue": (commit_queue, _commit_queue_from_env),
+        }
+        for name, (value, default) in given.items():
+            if value is None:
+                kept = previous or settings
+                value = getattr(kept, name) if previous or default is None else default()
+            setattr(settings, name, value)
+        committer.set_capacity(settings.commit_queue)
+        _choose_store(settings, previous, store)
+        _choose_log_and_metric_providers(settings, previous, logger_provider, meter_provider)
+        settings.telemetry_dir = os.fspath(
+            Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE).parent
+        )
+        _set_allowed_types(settings, previous, allowed_types)
+        set_default_policy(settings.capture)
+        _SETTINGS = settings
+        return settings
+
+
+def _check_arguments(
+    lease_ttl_s: float | None,
+    lease_wait_timeout_s: float | None,
+    durability: object,
+    commit_queue: object,
+) -> None:
     _check_positive("lease_ttl_s", lease_ttl_s)
     _check_positive("lease_wait_timeout_s", lease_wait_timeout_s)
     if durability is not None:
@@ -213,60 +247,50 @@ def configure(
         raise ConfigurationError(
             f"commit_queue must be a positive whole number of checkpoints, not {commit_queue!r}"
         )
-    with _LOCK:
-        previous = _SETTINGS
-        provider: trace.TracerProvider | None
-        if tracer_provider is None and trace_file is None:
-            # configure(strict=True) and the like keep the provider chosen before; with none
-            # chosen yet, the first span resolves it (Settings.tracer_provider).
-            provider = previous._tracer_provider if previous else None
-            destination = previous._trace_destination if previous else ""
-        else:
-            provider, destination = _resolve_provider(tracer_provider, trace_file)
-        settings = Settings(
-            _tracer_provider=provider,
-            _trace_destination=destination,
-            strict=bool(strict) if strict is not None else bool(previous and previous.strict),
-            capture=capture or (previous.capture if previous else CapturePolicy.from_env()),
-        )
-        if lease_ttl_s is not None:
-            settings.lease_ttl_s = lease_ttl_s
-        elif previous:
-            settings.lease_ttl_s = previous.lease_ttl_s
-        if lease_wait_timeout_s is not None:
-            settings.lease_wait_timeout_s = lease_wait_timeout_s
-        elif previous:
-            settings.lease_wait_timeout_s = previous.lease_wait_timeout_s
-        if durability is not None:
-            settings.durability = durability
-        elif previous:
-            settings.durability = previous.durability
-        else:
-            settings.durability = _durability_from_env()
-        settings.commit_queue = commit_queue or (
-            previous.commit_queue if previous else _commit_queue_from_env()
-        )
-        committer.set_capacity(settings.commit_queue)
-        if store is None and previous is not None:
-            settings.store_address, settings._store = previous.store_address, previous._store
-        elif isinstance(store, str | os.PathLike):
-            settings.store_address = os.fspath(store)
-        elif store is not None:
-            if not isinstance(store, CheckpointStore):
-                raise ConfigurationError(
-                    f"store must be a CheckpointStore or an address, not {type(store).__name__}"
-                )
-            settings._store = store
-        if previous is not None and provider is not None and previous._tracer_provider is provider:
-            settings._tracer = previous._tracer
-        _choose_log_and_metric_providers(settings, previous, logger_provider, meter_provider)
-        settings.telemetry_dir = os.fspath(
-            Path(trace_file or os.environ.get("SPANPOINT_TRACE_FILE") or DEFAULT_TRACE_FILE).parent
-        )
-        _set_allowed_types(settings, previous, allowed_types)
-        set_default_policy(settings.capture)
-        _SETTINGS = settings
-        return settings
+
+
+def _new_settings(
+    previous: Settings | None,
+    tracer_provider: trace.TracerProvider | None,
+    trace_file: str | os.PathLike[str] | None,
+    strict: bool | None,
+    capture: CapturePolicy | None,
+) -> Settings:
+    """Settings with the tracer provider, strictness and capture policy of this call."""
+    provider: trace.TracerProvider | None
+    if tracer_provider is None and trace_file is None:
+        # configure(strict=True) and the like keep the provider chosen before; with none
+        # chosen yet, the first span resolves it (Settings.tracer_provider).
+        provider = previous._tracer_provider if previous else None
+        destination = previous._trace_destination if previous else ""
+    else:
+        provider, destination = _resolve_provider(tracer_provider, trace_file)
+    settings = Settings(
+        _tracer_provider=provider,
+        _trace_destination=destination,
+        strict=bool(strict) if strict is not None else bool(previous and previous.strict),
+        capture=capture or (previous.capture if previous else CapturePolicy.from_env()),
+    )
+    if previous is not None and provider is not None and previous._tracer_provider is provider:
+        settings._tracer = previous._tracer
+    return settings
+
+
+def _choose_store(
+    settings: Settings,
+    previous: Settings | None,
+    store: CheckpointStore | str | os.PathLike[str] | None,
+) -> None:
+    if store is None and previous is not None:
+        settings.store_address, settings._store = previous.store_address, previous._store
+    elif isinstance(store, str | os.PathLike):
+        settings.store_address = os.fspath(store)
+    elif store is not None:
+        if not isinstance(store, CheckpointStore):
+            raise ConfigurationError(
+                f"store must be a CheckpointStore or an address, not {type(store).__name__}"
+            )
+        settings._store = store
 
 
 def check_durability(value: object, where: str) -> Durability:
@@ -416,14 +440,6 @@ def _service_name() -> str:
         if key.strip() == "service.name" and value.strip():
             return value.strip()
     return "spanpoint-app"
-
-
-def otlp_endpoint() -> str | None:
-    """The OTLP endpoint traces go to, resolved as the SDK does; None when not OTLP."""
-    from spanpoint.telemetry import exporters as _exporters  # for import time (see above)
-
-    resolved = _exporters.resolve("traces")
-    return resolved.endpoint if "otlp" in resolved.kinds else None
 
 
 def _add_default_exporter(

@@ -174,11 +174,6 @@ class RunScope:
             with self._lock:
                 self.model_calls.append((replayed, checkpoint))
 
-    def model_calls_so_far(self) -> list[tuple[bool, Checkpoint]]:
-        """A copy of :attr:`model_calls` (other threads of the run may be adding to it)."""
-        with self._lock:
-            return list(self.model_calls)
-
     def count_executed(self, kind: str) -> None:
         """Count an executed boundary (executed ones are recorded by their checkpoint)."""
         with self._lock:
@@ -654,11 +649,3 @@ def _count_boundaries(scope: RunScope) -> None:
         count_boundaries(scope.boundary_counts)
     except Exception as exc:  # observability is best effort
         logger.debug("spanpoint: boundary metrics not recorded: %s", exc)
-
-
-def current_trace_ids() -> tuple[str, str] | None:
-    """(trace id, span id) of the current span, as hex, or None when there is none."""
-    ctx = trace.get_current_span().get_span_context()
-    if not ctx.is_valid:
-        return None
-    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")

@@ -74,7 +74,6 @@ EVENT_AGENT_CHECKPOINTED: Final = "gen_ai.agent.checkpointed"
 GEN_AI_AGENT_CHECKPOINT_ID: Final = "gen_ai.agent.checkpoint.id"
 
 # LangGraph-specific attributes (no upstream proposal yet; namespaced to the framework).
-LANGGRAPH_THREAD_ID: Final = "langgraph.thread.id"
 LANGGRAPH_CHECKPOINT_NS: Final = "langgraph.checkpoint.ns"
 LANGGRAPH_NEXT_NODES: Final = "langgraph.next_nodes"
 LANGGRAPH_INTERRUPT_COUNT: Final = "langgraph.interrupt.count"
@@ -130,7 +129,6 @@ EVENT_LEASE_LOST: Final = "spanpoint.lease.lost"
 #: Attribute of spanpoint.lease.lost: returned_committed (the caller got the output another
 #: execution committed) | failed (none was committed: LeaseLostError).
 LEASE_OUTCOME: Final = "spanpoint.lease.outcome"
-EVENT_REPLAYED: Final = "spanpoint.replayed"
 EVENT_STREAM_CHUNK: Final = "spanpoint.stream.chunk"
 EVENT_CALLBACK: Final = "spanpoint.callback"
 # Attributes of spanpoint.callback events (LangChain callbacks, recorded by events.py).

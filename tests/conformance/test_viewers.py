@@ -142,7 +142,7 @@ def test_an_interrupted_graph_call_says_so_and_its_resume_names_the_interrupt(
     for _ in range(2):  # executed, then the whole run replayed
         with spanpoint.run("v-int"):
             first = runner.invoke({"log": []}, thread_id="t-int")
-            runner.invoke(spanpoint.build_resume_request(first, "yes"))  # Command(resume="yes")
+            runner.invoke(first.resume_request("yes"))  # Command(resume="yes")
     (info,) = first.interrupts
     spans = configured.spans("invoke_workflow review")
     assert [s.attributes[semconv.REPLAYED] for s in spans] == [False, False, True, True]

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 from durable_fakes import LOG_ENV
-from durable_support import Otel, load_instrumentor, make_otel
+from durable_support import load_instrumentor
+
+import spanpoint
+from harness import Telemetry, make_telemetry
 
 
 @pytest.fixture
@@ -25,16 +28,16 @@ def log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def otel(tmp_path: Path) -> Iterator[Otel]:
+def otel(tmp_path: Path) -> Iterator[Telemetry]:
     """spanpoint configured on an SDK provider with an in-memory exporter and a SQLite store."""
-    telemetry = make_otel(tmp_path / "spanpoint.db")
+    telemetry = make_telemetry(spanpoint.SqliteStore(tmp_path / "spanpoint.db"))
     yield telemetry
     telemetry.provider.shutdown()
     telemetry.store.close()
 
 
 @pytest.fixture
-def instrumented(otel: Otel) -> Iterator[Otel]:
+def instrumented(otel: Telemetry) -> Iterator[Telemetry]:
     """``otel`` plus the zero-code instrumentor (set env switches before requesting this)."""
     instrumentor = load_instrumentor()
     instrumentor.instrument(tracer_provider=otel.provider, store=otel.store)

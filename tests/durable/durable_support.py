@@ -8,16 +8,11 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from durable_fakes import KILL_ENV, LOG_ENV, labels
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-import spanpoint
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "durable_driver.py"
@@ -25,38 +20,6 @@ DRIVER = HERE / "durable_driver.py"
 #: The zero-code switch of the durable scope (research note DESIGN15 §5). One constant, so a
 #: different name chosen by the implementation is a one-line change here.
 DURABLE_ENV = "SPANPOINT_DURABLE"
-
-
-@dataclass
-class Otel:
-    """spanpoint on a fresh SDK provider with an in-memory exporter and a SQLite store."""
-
-    provider: TracerProvider
-    exporter: InMemorySpanExporter
-    store: Any
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def spans(self, prefix: str | None = None) -> list[ReadableSpan]:
-        spans = list(self.exporter.get_finished_spans())
-        return [s for s in spans if prefix is None or s.name.startswith(prefix)]
-
-    def by_id(self) -> dict[int, ReadableSpan]:
-        return {s.context.span_id: s for s in self.spans()}
-
-    def parent(self, span: ReadableSpan) -> ReadableSpan | None:
-        return self.by_id().get(span.parent.span_id) if span.parent else None
-
-    def runs(self) -> list[ReadableSpan]:
-        return [s for s in self.spans() if (s.attributes or {}).get("spanpoint.run.root")]
-
-
-def make_otel(store_path: Path) -> Otel:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    store = spanpoint.SqliteStore(store_path)
-    spanpoint.configure(tracer_provider=provider, store=store)
-    return Otel(provider, exporter, store)
 
 
 def load_instrumentor() -> Any:

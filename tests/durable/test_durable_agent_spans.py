@@ -12,7 +12,6 @@ from typing import Any, TypedDict
 import pytest
 from durable_agents import deep_agent, deep_input, supervisor_app, swarm_app, team_input
 from durable_fakes import ScriptModel, tool_call
-from durable_support import Otel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -21,11 +20,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 import spanpoint
+from harness import Telemetry
 
 THREAD = "t-agents"
 
 
-def ancestors(otel: Otel, span: ReadableSpan) -> list[ReadableSpan]:
+def ancestors(otel: Telemetry, span: ReadableSpan) -> list[ReadableSpan]:
     chain = []
     parent = otel.parent(span)
     while parent is not None:
@@ -34,7 +34,7 @@ def ancestors(otel: Otel, span: ReadableSpan) -> list[ReadableSpan]:
     return chain
 
 
-def run_deep(otel: Otel, how: str) -> None:
+def run_deep(otel: Telemetry, how: str) -> None:
     if how.startswith("runner"):
         mw = [spanpoint.CheckpointMiddleware()]
         agent = deep_agent(checkpointer=InMemorySaver(), middleware=mw)
@@ -48,7 +48,7 @@ def run_deep(otel: Otel, how: str) -> None:
 
 
 @pytest.fixture(params=["runner", "zero-code", "runner+zero-code"])
-def deep_spans(request: pytest.FixtureRequest, otel: Otel, log: Any) -> Otel:
+def deep_spans(request: pytest.FixtureRequest, otel: Telemetry, log: Any) -> Telemetry:
     """The spans of one Deep Agents run: under GraphRunner, zero-code, or both at once (one
     span per graph call all the same)."""
     if request.param.endswith("zero-code"):
@@ -57,7 +57,7 @@ def deep_spans(request: pytest.FixtureRequest, otel: Otel, log: Any) -> Otel:
     return otel
 
 
-def test_a_deep_agent_root_span_is_invoke_agent(deep_spans: Otel) -> None:
+def test_a_deep_agent_root_span_is_invoke_agent(deep_spans: Telemetry) -> None:
     graph_calls = [
         s for s in deep_spans.spans() if not (s.attributes or {}).get("spanpoint.run.root")
         and s.name.startswith(("invoke_agent", "invoke_workflow")) and "support" in s.name
@@ -67,7 +67,7 @@ def test_a_deep_agent_root_span_is_invoke_agent(deep_spans: Otel) -> None:
 
 
 def test_the_sub_agent_nests_under_its_task_call_and_carries_the_conversation(
-    deep_spans: Otel,
+    deep_spans: Telemetry,
 ) -> None:
     [task] = deep_spans.spans("execute_tool task")
     subs = deep_spans.spans("invoke_agent general-purpose")
@@ -97,7 +97,7 @@ NESTED = {
 @pytest.mark.parametrize("how", ["calls", "graph_call", "async", "calls+zero-code"])
 @pytest.mark.parametrize("app", ["deep", "supervisor", "swarm"])
 def test_nested_agents_get_their_spans_under_graph_runner(
-    request: pytest.FixtureRequest, otel: Otel, log: Any, app: str, how: str
+    request: pytest.FixtureRequest, otel: Telemetry, log: Any, app: str, how: str
 ) -> None:
     """Sub-agents, supervisor members and swarm agents each get one ``invoke_agent {name}``
     (``invoke_workflow``) span under GraphRunner, with or without the instrumentor: inside
@@ -144,7 +144,7 @@ def test_nested_agents_get_their_spans_under_graph_runner(
 
 @pytest.mark.parametrize("how", ["stream", "astream", "stream+zero-code", "astream+zero-code"])
 def test_a_streamed_runner_call_traces_its_sub_agent_once(
-    request: pytest.FixtureRequest, otel: Otel, log: Any, how: str
+    request: pytest.FixtureRequest, otel: Telemetry, log: Any, how: str
 ) -> None:
     """``GraphRunner.stream`` / ``astream``: the sub-agent's span under its task call, and
     one span for the streamed call itself, with or without the instrumentor."""
@@ -181,7 +181,7 @@ def warnings_about_middleware(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 @pytest.mark.parametrize("app", ["deep", "supervisor", "swarm"])
 def test_no_false_missing_middleware_warning(
-    otel: Otel, caplog: pytest.LogCaptureFixture, app: str
+    otel: Telemetry, caplog: pytest.LogCaptureFixture, app: str
 ) -> None:
     mw = [spanpoint.CheckpointMiddleware()]
     graph = {
@@ -195,7 +195,7 @@ def test_no_false_missing_middleware_warning(
 
 
 def test_an_agent_without_the_middleware_needs_none(
-    otel: Otel, log: Any, caplog: pytest.LogCaptureFixture
+    otel: Telemetry, log: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The control case, now that the seams make every call a boundary: no warning, and the
     agent's model call is still committed."""
@@ -255,7 +255,7 @@ def flaky_graph(seam: str) -> Any:
 
 
 @pytest.mark.parametrize("seam", ["agent", "node"])
-def test_an_error_tool_message_marks_its_span_error(otel: Otel, log: Any, seam: str) -> None:
+def test_an_error_tool_message_marks_its_span_error(otel: Telemetry, log: Any, seam: str) -> None:
     payload = {"messages": [HumanMessage("order 42?")]} if seam == "agent" else {"request": "r"}
     with spanpoint.run("ticket-error"):
         result = spanpoint.GraphRunner(flaky_graph(seam), name="flaky", strategy="calls").invoke(
@@ -283,10 +283,10 @@ def search(query: str) -> str:
     return "No results."
 
 
-def test_a_guard_stopped_run_has_status_stopped(otel: Otel, log: Any) -> None:
+def test_a_guard_stopped_run_has_status_stopped(otel: Telemetry, log: Any) -> None:
     from langchain.agents import create_agent
 
-    guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+    guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
     agent = create_agent(
         ScriptModel(role="stuck", decide=stuck_decide), [search], middleware=[guard],
         checkpointer=InMemorySaver(), name="stuck",
@@ -307,7 +307,7 @@ def test_a_guard_stopped_run_has_status_stopped(otel: Otel, log: Any) -> None:
 
 @pytest.mark.parametrize("strategy", ["calls", "graph_call"])
 def test_one_boundary_per_call_where_seams_overlap(
-    otel: Otel, log: Any, monkeypatch: pytest.MonkeyPatch, strategy: str
+    otel: Telemetry, log: Any, monkeypatch: pytest.MonkeyPatch, strategy: str
 ) -> None:
     """Zero-code patches and an explicit CheckpointMiddleware on one agent: each model and tool
     call is one span, executed once; the rerun replays each once and executes nothing."""

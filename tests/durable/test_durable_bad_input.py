@@ -28,12 +28,12 @@ from durable_fakes import (
     tool_call,
     tool_results,
 )
-from durable_support import Otel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 
 import spanpoint
+from harness import Telemetry
 
 
 class State(TypedDict, total=False):
@@ -64,7 +64,7 @@ def drafts(log: Path, prompt: str) -> list[str]:
     return [e["text"] for e in read_log(log) if e["label"] == f"draft:{prompt}"]
 
 
-def test_changed_calls_execute_and_nothing_wrong_is_replayed(otel: Otel, log: Path) -> None:
+def test_changed_calls_execute_and_nothing_wrong_is_replayed(otel: Telemetry, log: Path) -> None:
     with spanpoint.run("ticket-code"):
         first = spanpoint.GraphRunner(writer_graph("42"), name="writer", strategy="calls").invoke(
             {"request": "r"}, thread_id="t-code"
@@ -161,7 +161,7 @@ def quote_agent() -> Any:
 
 @pytest.mark.parametrize("seam", ["node", "agent"])
 def test_a_stored_output_that_no_longer_deserializes_executes_again_with_a_warning(
-    otel: Otel, log: Path, quote_module: Path, seam: str
+    otel: Telemetry, log: Path, quote_module: Path, seam: str
 ) -> None:
     allowed = [f"{MODULE}:Quote", f"{MODULE}:PriceQuote"]
     spanpoint.configure(tracer_provider=otel.provider, store=otel.store, allowed_types=allowed)

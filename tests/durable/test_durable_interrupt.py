@@ -23,7 +23,7 @@ from typing import Any, TypedDict
 import pytest
 from durable_agents import draft_graph, send_email_tool
 from durable_fakes import DraftModel, labels, read_log
-from durable_support import DURABLE_ENV, HERE, Otel, child_env, load_instrumentor
+from durable_support import DURABLE_ENV, HERE, child_env, load_instrumentor
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -31,6 +31,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 
 import spanpoint
+from harness import Telemetry
 
 REQUEST = "refund order 42"
 MODEL_CALL = f"draft:{REQUEST}"
@@ -46,7 +47,7 @@ def assert_sent_what_was_shown(log: Path, shown: str) -> None:
 
 
 @pytest.fixture
-def thread_scoped(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> Iterator[Otel]:
+def thread_scoped(otel: Telemetry, monkeypatch: pytest.MonkeyPatch) -> Iterator[Telemetry]:
     """Zero-code: the instrumentor with the documented durable switch set to the thread."""
     monkeypatch.setenv(DURABLE_ENV, "thread")
     instrumentor = load_instrumentor()
@@ -63,7 +64,7 @@ def thread_scoped(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> Iterator[Otel]
     [("graph_call", "invoke"), ("calls", "invoke"), ("graph_call", "step"), ("calls", "step")],
 )
 def test_resume_in_one_process_sends_the_draft_that_was_shown(
-    otel: Otel, log: Path, strategy: str, via: str
+    otel: Telemetry, log: Path, strategy: str, via: str
 ) -> None:
     graph = draft_graph(checkpointer=InMemorySaver(), via=via)
     runner = spanpoint.GraphRunner(graph, name="drafter", strategy=strategy)
@@ -71,7 +72,7 @@ def test_resume_in_one_process_sends_the_draft_that_was_shown(
         paused = runner.invoke({"request": REQUEST}, thread_id="t-1")
         assert paused.status == "interrupted"
         shown = paused.interrupts[0].value["approve"]
-        done = runner.invoke(spanpoint.build_resume_request(paused, "yes"))
+        done = runner.invoke(paused.resume_request("yes"))
     assert done.status == "completed"
     assert done.output["sent"] == shown
     assert_sent_what_was_shown(log, shown)
@@ -79,14 +80,14 @@ def test_resume_in_one_process_sends_the_draft_that_was_shown(
 
 @pytest.mark.parametrize("strategy", ["graph_call", "calls"])
 async def test_resume_with_ainvoke_sends_the_draft_that_was_shown(
-    otel: Otel, log: Path, strategy: str
+    otel: Telemetry, log: Path, strategy: str
 ) -> None:
     graph = draft_graph(checkpointer=InMemorySaver(), via="ainvoke")
     runner = spanpoint.GraphRunner(graph, name="drafter", strategy=strategy)
     async with spanpoint.run("ticket-2"):
         paused = await runner.ainvoke({"request": REQUEST}, thread_id="t-2")
         shown = paused.interrupts[0].value["approve"]
-        done = await runner.ainvoke(spanpoint.build_resume_request(paused, "yes"))
+        done = await runner.ainvoke(paused.resume_request("yes"))
     assert done.output["sent"] == shown
     assert_sent_what_was_shown(log, shown)
 
@@ -95,7 +96,7 @@ async def test_resume_with_ainvoke_sends_the_draft_that_was_shown(
 
 
 def test_zero_code_thread_switch_resume_sends_the_draft_that_was_shown(
-    thread_scoped: Otel, log: Path
+    thread_scoped: Telemetry, log: Path
 ) -> None:
     graph = draft_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t-3"}}
@@ -106,7 +107,7 @@ def test_zero_code_thread_switch_resume_sends_the_draft_that_was_shown(
     assert_sent_what_was_shown(log, shown)
 
 
-def test_zero_code_thread_switch_with_ainvoke(thread_scoped: Otel, log: Path) -> None:
+def test_zero_code_thread_switch_with_ainvoke(thread_scoped: Telemetry, log: Path) -> None:
     graph = draft_graph(checkpointer=InMemorySaver(), via="ainvoke")
     config = {"configurable": {"thread_id": "t-4"}}
 
@@ -121,7 +122,7 @@ def test_zero_code_thread_switch_with_ainvoke(thread_scoped: Otel, log: Path) ->
 
 
 def test_zero_code_thread_switch_a_different_thread_or_turn_executes(
-    thread_scoped: Otel, log: Path
+    thread_scoped: Telemetry, log: Path
 ) -> None:
     """Only a re-execution of one task replays: another thread, or the thread's next turn
     with the very same input, calls the model again."""
@@ -239,7 +240,7 @@ def retry_graph(failures_file: Path, *, checkpointer: Any = None) -> Any:
 @pytest.mark.parametrize("strategy", ["graph_call", "calls"])
 @pytest.mark.parametrize("saver", ["none", "memory"])
 def test_a_retried_node_calls_the_model_once(
-    otel: Otel, log: Path, tmp_path: Path, strategy: str, saver: str
+    otel: Telemetry, log: Path, tmp_path: Path, strategy: str, saver: str
 ) -> None:
     checkpointer = InMemorySaver() if saver == "memory" else None
     graph = retry_graph(tmp_path / "tries.txt", checkpointer=checkpointer)
@@ -254,7 +255,7 @@ def test_a_retried_node_calls_the_model_once(
 
 
 def test_zero_code_thread_switch_retried_node_calls_the_model_once(
-    thread_scoped: Otel, log: Path, tmp_path: Path
+    thread_scoped: Telemetry, log: Path, tmp_path: Path
 ) -> None:
     saver = SqliteSaver(sqlite3.connect(tmp_path / "lg.db", check_same_thread=False))
     graph = retry_graph(tmp_path / "tries.txt", checkpointer=saver)

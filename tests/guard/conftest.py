@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from guard_support import Otel, Tools, make_otel
+from guard_support import Tools
+
+from harness import Telemetry, make_otel
 
 
 @pytest.fixture
-def otel() -> Iterator[Otel]:
+def otel() -> Iterator[Telemetry]:
     """SDK tracer/meter providers with an in-memory span exporter and metric reader."""
     telemetry = make_otel()
     yield telemetry
-    telemetry.tracer_provider.shutdown()
-    telemetry.meter_provider.shutdown()
+    telemetry.shutdown()
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fakes.py
+
 from guard_fakes import stuck_on_search
 from guard_support import Tools, kinds, make_graph_builder
 from langgraph.checkpoint.sqlite import SqliteSaver

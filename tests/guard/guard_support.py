@@ -1,4 +1,4 @@
-"""Guard test support: OTel SDK readers, counting tools, agent and graph builders.
+"""Guard test support: counting tools, agent and graph builders (telemetry: tests/harness.py).
 
 Agents run inside a ``test`` span so the guard's span events land on a span the test can
 read (LangGraph carries the OTel context into its node threads).
@@ -6,71 +6,22 @@ read (LangGraph carries the OTel context into its node threads).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from guard_fakes import ScriptedModel
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from fakes import ScriptedModel
 from spanpoint.guard import GuardConfig, GuardMiddleware
 
-
-@dataclass
-class Otel:
-    """SDK providers wired to in-memory readers."""
-
-    tracer_provider: TracerProvider
-    exporter: InMemorySpanExporter
-    meter_provider: MeterProvider
-    reader: InMemoryMetricReader
-
-    def span(self, name: str = "test") -> ReadableSpan:
-        """The finished span called ``name`` (exactly one)."""
-        spans = [s for s in self.exporter.get_finished_spans() if s.name == name]
-        assert len(spans) == 1, [s.name for s in self.exporter.get_finished_spans()]
-        return spans[0]
-
-    def events(self, name: str = "test") -> list[tuple[str, dict[str, Any]]]:
-        """(event name, attributes) of the span's guard events, in order."""
-        return [
-            (e.name, dict(e.attributes or {}))
-            for e in self.span(name).events
-            if e.name.startswith("spanpoint.guard")
-        ]
-
-    def counts(self, metric: str, attribute: str) -> Counter[str]:
-        """Sum of a counter's points by one attribute's value."""
-        totals: Counter[str] = Counter()
-        data = self.reader.get_metrics_data()
-        for rm in data.resource_metrics if data else ():
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    if m.name == metric:
-                        for point in m.data.data_points:
-                            totals[str(point.attributes.get(attribute))] += point.value
-        return totals
-
-
-def make_otel() -> Otel:
-    """Fresh SDK tracer and meter providers with in-memory readers."""
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    return Otel(tracer_provider, exporter, meter_provider, reader)
+if TYPE_CHECKING:  # tests/harness.py: not on the path of guard_resume_worker.py
+    from harness import Telemetry
 
 
 @dataclass
@@ -107,7 +58,7 @@ def make_agent(
     tool_list: Sequence[BaseTool],
     config: GuardConfig,
     *,
-    otel: Otel | None = None,
+    otel: Telemetry | None = None,
     usage: tuple[int, int] | None = (100, 20),
     model_name: str = "scripted-model",
     checkpointer: Any = None,

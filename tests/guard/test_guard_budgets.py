@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from guard_support import Otel, Tools, assert_history_valid, kinds, make_agent, thread
+from guard_support import Tools, assert_history_valid, kinds, make_agent, thread
 from langchain_core.messages import AIMessage, BaseMessage
 
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.guard import GuardConfig, GuardReport, TokenPrice
 from spanpoint.guard.budgets import Usage, cost_of
@@ -27,12 +28,12 @@ def two_parallel(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, A
 
 
 def test_token_budget_from_reported_usage_stops_after_the_right_call(
-    otel: Otel, tools: Tools
+    otel: Telemetry, tools: Tools
 ) -> None:
     # 120 tokens per call as reported: 360 > 300 after the third call.
     config = GuardConfig(max_tokens_per_run=300)
     agent = make_agent(diverse, [tools.make("search")], config, otel=otel, usage=(100, 20))
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("tok"))
 
     assert kinds(out["messages"]) == [
@@ -48,7 +49,7 @@ def test_token_budget_from_reported_usage_stops_after_the_right_call(
     assert (report.tokens, report.input_tokens, report.output_tokens) == (360, 300, 60)
     assert not report.tokens_estimated and not report.resumable
     assert report.termination["kind"] == "budget"
-    assert otel.span().attributes[semconv.GUARD_TOKENS] == 360
+    assert otel.span("test").attributes[semconv.GUARD_TOKENS] == 360
     assert otel.counts(semconv.METRIC_GUARD_TERMINATIONS, semconv.GUARD_REASON) == {"max_tokens": 1}
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from guard_support import Otel, Tools, assert_history_valid, kinds, make_agent, thread
+from guard_support import Tools, assert_history_valid, kinds, make_agent, thread
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import ToolException, tool
 
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.guard import GuardConfig, ToolPolicy
 from spanpoint.guard.detectors import ToolResult, call_key, detect_cycle, detect_repeat
@@ -51,14 +52,14 @@ def rotating(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]
     return [{"name": name, "args": {"query": "same"}}]
 
 
-def test_cycle_in_an_agent(otel: Otel, tools: Tools) -> None:
+def test_cycle_in_an_agent(otel: Telemetry, tools: Tools) -> None:
     tool_list = [tools.make(n) for n in ("search", "fetch", "calc")]
     agent = make_agent(rotating, tool_list, GuardConfig(), otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("cyc"))
 
     assert out["guard_reason"] == "cycle"
-    first = next(a for n, a in otel.events() if n == semconv.EVENT_GUARD_DETECTION)
+    first = next(a for n, a in otel.guard_events("test") if n == semconv.EVENT_GUARD_DETECTION)
     assert first[semconv.GUARD_PATTERN] == "cycle" and first[semconv.GUARD_STEP] == 6
     assert first[semconv.GUARD_EVIDENCE] == (
         "the sequence search → fetch → calc repeated 2 times in a row"
@@ -101,7 +102,7 @@ def test_error_loop_reflects_then_stops_before_the_model(tools: Tools) -> None:
     assert_history_valid(out["messages"])
 
 
-def test_error_loop_recovers_when_a_call_succeeds(otel: Otel, tools: Tools) -> None:
+def test_error_loop_recovers_when_a_call_succeeds(otel: Telemetry, tools: Tools) -> None:
     def switches_after_note(turn: int, messages: Sequence[BaseMessage]) -> Any:
         if turn == 4:
             return "done"
@@ -110,10 +111,10 @@ def test_error_loop_recovers_when_a_call_succeeds(otel: Otel, tools: Tools) -> N
         return [{"name": "flaky", "args": {"query": f"v{turn}"}}]
 
     agent = make_agent(switches_after_note, failing_tools(tools), GuardConfig(), otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("rec"))
     assert out["messages"][-1].text == "done"
-    assert [n for n, _ in otel.events()] == [
+    assert [n for n, _ in otel.guard_events("test")] == [
         semconv.EVENT_GUARD_DETECTION,
         semconv.EVENT_GUARD_REFLECTION,
         semconv.EVENT_GUARD_RECOVERED,

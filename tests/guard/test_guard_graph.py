@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import pytest
-from guard_fakes import ScriptedModel, stuck_on_search
-from guard_support import Otel, Tools, assert_history_valid, kinds, make_graph_builder, thread
+from guard_fakes import stuck_on_search
+from guard_support import Tools, assert_history_valid, kinds, make_graph_builder, thread
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -19,6 +19,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from fakes import ScriptedModel
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.errors import ConfigurationError
 from spanpoint.guard import GuardConfig, compile_guarded_graph, guard_graph
@@ -41,17 +43,17 @@ EXPECTED_EVENTS = [
 ]
 
 
-def event_summary(otel: Otel) -> list[tuple[str, str]]:
+def event_summary(otel: Telemetry) -> list[tuple[str, str]]:
     return [
         (name, attrs.get(semconv.GUARD_PATTERN) or attrs.get(semconv.GUARD_REASON))
-        for name, attrs in otel.events()
+        for name, attrs in otel.guard_events("test")
     ]
 
 
-def test_plain_messages_state_builder_gets_the_guard_keys(otel: Otel, tools: Tools) -> None:
+def test_plain_messages_state_builder_gets_the_guard_keys(otel: Telemetry, tools: Tools) -> None:
     builder = make_graph_builder(stuck_on_search, [tools.make("search")])
     graph = guard_graph(builder, GuardConfig(), meter_provider=otel.meter_provider).compile()
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = graph.invoke({"messages": [("user", "q")]})
 
     assert kinds(out["messages"]) == EXPECTED_TRIP
@@ -64,12 +66,12 @@ def test_plain_messages_state_builder_gets_the_guard_keys(otel: Otel, tools: Too
     }
 
 
-async def test_async_agent_node_streamed_with_astream(otel: Otel, tools: Tools) -> None:
+async def test_async_agent_node_streamed_with_astream(otel: Telemetry, tools: Tools) -> None:
     builder = make_graph_builder(stuck_on_search, [tools.make("search")], use_async=True)
     compiled = builder.compile(checkpointer=InMemorySaver())
     graph = guard_graph(compiled, GuardConfig(), meter_provider=otel.meter_provider)
     updates: list[str] = []
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         async for chunk in graph.astream(
             {"messages": [("user", "q")]}, thread("async"), stream_mode="updates"
         ):
@@ -81,12 +83,12 @@ async def test_async_agent_node_streamed_with_astream(otel: Otel, tools: Tools) 
     # The run opens in the input step: the guard adds no super-step of its own.
     assert updates == ["agent", "tools"] * 3 + ["agent"]
     assert event_summary(otel) == EXPECTED_EVENTS
-    stop = otel.events()[-1][1]
+    stop = otel.guard_events("test")[-1][1]
     assert stop[semconv.GUARD_STOP_KIND] == "detector" and stop[semconv.GUARD_RESUMABLE]
     assert stop[semconv.GUARD_SKIPPED_TOOL_CALLS] == 1
     # The check's view of the run is on the span too.
-    assert otel.span().attributes[semconv.GUARD_STEP] == 4
-    assert otel.span().attributes[semconv.GUARD_STATE] == "open"
+    assert otel.span("test").attributes[semconv.GUARD_STEP] == 4
+    assert otel.span("test").attributes[semconv.GUARD_STATE] == "open"
 
 
 def test_a_second_input_on_the_thread_is_a_new_run(tools: Tools) -> None:
@@ -189,14 +191,16 @@ def test_the_agent_node_gets_what_langgraph_injects(tools: Tools) -> None:
     assert got and set(got) == {(True, True)}
 
 
-async def test_a_create_agent_agent_guarded_at_its_model_node(otel: Otel, tools: Tools) -> None:
+async def test_a_create_agent_agent_guarded_at_its_model_node(
+    otel: Telemetry, tools: Tools
+) -> None:
     search = tools.make("search")
     agent = create_agent(
         ScriptedModel(script=stuck_on_search), [search], checkpointer=InMemorySaver()
     )
     meters = otel.meter_provider
     graph = guard_graph(agent, GuardConfig(), agent_node="model", meter_provider=meters)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = await graph.ainvoke({"messages": [("user", "q")]}, thread("agent"))
 
     assert kinds(out["messages"]) == EXPECTED_TRIP

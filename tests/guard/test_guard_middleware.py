@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from guard_fakes import stuck_on_search
-from guard_support import Otel, Tools, assert_history_valid, kinds, make_agent, thread
+from guard_support import Tools, assert_history_valid, kinds, make_agent, thread
 from langchain_core.messages import AIMessage, BaseMessage
 
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.guard import GuardConfig, GuardReport
 
@@ -24,9 +25,9 @@ def model_calls(messages: Sequence[BaseMessage]) -> int:
     )
 
 
-def test_identical_call_loop_reflects_then_stops(otel: Otel, tools: Tools) -> None:
+def test_identical_call_loop_reflects_then_stops(otel: Telemetry, tools: Tools) -> None:
     agent = make_agent(stuck_on_search, [tools.make("search")], GuardConfig(), otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "meaning of life?")]}, thread("a"))
 
     messages = out["messages"]
@@ -78,10 +79,10 @@ def diverse(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, Any]] 
     return [{"name": name, "args": {key: turn + 1 if key == "n" else f"item-{turn}"}}]
 
 
-def test_twenty_five_diverse_steps_have_no_detections(otel: Otel, tools: Tools) -> None:
+def test_twenty_five_diverse_steps_have_no_detections(otel: Telemetry, tools: Tools) -> None:
     tool_list = [tools.make(n) for n in ("search", "fetch", "calc")]
     agent = make_agent(diverse, tool_list, GuardConfig(), otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("d"))
 
     assert out["messages"][-1].text == "done"
@@ -90,7 +91,7 @@ def test_twenty_five_diverse_steps_have_no_detections(otel: Otel, tools: Tools) 
     assert report is not None
     assert (report.status, report.detection_count, report.reflections) == ("completed", 0, 0)
     assert report.steps == 26 and tools.count() == 25
-    assert otel.events() == []
+    assert otel.guard_events("test") == []
     assert otel.counts(semconv.METRIC_GUARD_DETECTIONS, semconv.GUARD_PATTERN) == {}
 
 
@@ -102,14 +103,14 @@ def one_of_two_repeats(turn: int, messages: Sequence[BaseMessage]) -> list[dict[
     ]
 
 
-def test_parallel_calls_evidence_names_the_repeating_tool(otel: Otel, tools: Tools) -> None:
+def test_parallel_calls_evidence_names_the_repeating_tool(otel: Telemetry, tools: Tools) -> None:
     agent = make_agent(
         one_of_two_repeats, [tools.make("search"), tools.make("fetch")], GuardConfig(), otel=otel
     )
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("p"))
 
-    detections = [a for n, a in otel.events() if n == semconv.EVENT_GUARD_DETECTION]
+    detections = [a for n, a in otel.guard_events("test") if n == semconv.EVENT_GUARD_DETECTION]
     assert [d[semconv.GUARD_STEP] for d in detections] == [3, 4]
     first = detections[0]
     assert first[semconv.GUARD_PATTERN] == "tool_repeat"
@@ -129,18 +130,18 @@ def three_in_one_turn(turn: int, messages: Sequence[BaseMessage]) -> list[dict[s
     return "answer"
 
 
-def test_three_identical_calls_in_one_turn(otel: Otel, tools: Tools) -> None:
+def test_three_identical_calls_in_one_turn(otel: Telemetry, tools: Tools) -> None:
     agent = make_agent(three_in_one_turn, [tools.make("lookup")], GuardConfig(), otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("3"))
 
-    names = [n for n, _ in otel.events()]
+    names = [n for n, _ in otel.guard_events("test")]
     assert names == [
         semconv.EVENT_GUARD_DETECTION,
         semconv.EVENT_GUARD_REFLECTION,
         semconv.EVENT_GUARD_RECOVERED,
     ]
-    evidence = otel.events()[0][1][semconv.GUARD_EVIDENCE]
+    evidence = otel.guard_events("test")[0][1][semconv.GUARD_EVIDENCE]
     assert evidence == (
         "lookup called 3 times with identical arguments in the last 3 tool calls (3 in this step)"
     )
@@ -174,13 +175,13 @@ def test_tool_policy_lets_a_polling_tool_repeat(tools: Tools) -> None:
     assert tools.count() == 6
 
 
-def test_observe_mode_records_but_never_interferes(otel: Otel, tools: Tools) -> None:
+def test_observe_mode_records_but_never_interferes(otel: Telemetry, tools: Tools) -> None:
     def stuck_then_done(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, Any]] | str:
         return [{"name": "search", "args": {"query": "q"}}] if turn < 6 else "gave up"
 
     config = GuardConfig(mode="observe", max_steps=4)
     agent = make_agent(stuck_then_done, [tools.make("search")], config, otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = agent.invoke({"messages": [("user", "go")]}, thread("o"))
 
     assert out["messages"][-1].text == "gave up"

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from guard_fakes import corrected, stuck_on_search
-from guard_support import Otel, Tools, assert_history_valid, kinds, make_agent, make_graph_builder
+from guard_support import Tools, assert_history_valid, kinds, make_agent, make_graph_builder
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.errors import (
     ConfigurationError,
@@ -53,7 +54,7 @@ def latest_checkpoint(runner: GuardedGraph, thread: str = "t") -> str:
     return runner.graph.get_state(cfg(thread)).config["configurable"]["checkpoint_id"]
 
 
-def test_resume_with_a_correction_completes(otel: Otel, tools: Tools) -> None:
+def test_resume_with_a_correction_completes(otel: Telemetry, tools: Tools) -> None:
     builder = make_graph_builder(stuck_on_search, [tools.make("search")])
     runner = compile_guarded_graph(
         builder, GuardConfig(), checkpointer=InMemorySaver(), meter_provider=otel.meter_provider
@@ -62,7 +63,7 @@ def test_resume_with_a_correction_completes(otel: Otel, tools: Tools) -> None:
     report = runner.get_report("t")
     assert report.terminated and report.resumable and report.checkpoint_id
 
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         out = runner.resume(
             cfg("t", report.checkpoint_id),
             correction="Stop searching: the answer is 42.",
@@ -91,7 +92,7 @@ def test_resume_with_a_correction_completes(otel: Otel, tools: Tools) -> None:
     )  # cumulative across the stop
     assert after.resumes[0]["author"] == "alice" and after.resumes[0]["granted"] == 2
     assert tools.count() == 3
-    names = [n for n, _ in otel.events()]
+    names = [n for n, _ in otel.guard_events("test")]
     assert names == [semconv.EVENT_GUARD_RESUMED, semconv.EVENT_GUARD_RECOVERED]
     assert runner.invoke({"messages": [("user", "thanks")]}, cfg("t"))  # no longer stopped
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_fakes import ScriptedModel, stuck_on_search
+from guard_fakes import stuck_on_search
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
@@ -22,6 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
 import spanpoint
+from fakes import ScriptedModel
 from signals import Signals, install_signals
 from spanpoint import semconv
 from spanpoint.cli import app
@@ -38,7 +39,7 @@ def search(query: str, limit: int = 3) -> str:
 
 
 def stuck_agent() -> Any:
-    guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+    guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
     return create_agent(
         ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
         checkpointer=InMemorySaver(), name="stuck",
@@ -110,7 +111,7 @@ def test_a_zero_code_guard_stop_makes_the_run_stopped(configured: Any, saver: bo
     instrumentor = SpanpointInstrumentor()
     instrumentor.instrument(tracer_provider=configured.provider)
     try:
-        guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+        guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
         agent = create_agent(
             ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
             checkpointer=InMemorySaver() if saver else None, name="stuck",
@@ -140,7 +141,7 @@ def test_a_zero_code_rerun_of_a_stopped_run_is_stopped(
     outputs, runs = [], []
     try:
         for _attempt in (1, 2):
-            guard = spanpoint.GuardMiddleware(spanpoint.GuardConfig(max_reflections=0))
+            guard = spanpoint.guard.GuardMiddleware(spanpoint.guard.GuardConfig(max_reflections=0))
             agent = create_agent(
                 ScriptedModel(script=stuck_on_search), [search], middleware=[guard],
                 checkpointer=InMemorySaver(), name="stuck",

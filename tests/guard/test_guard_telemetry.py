@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 from guard_fakes import stuck_on_search
-from guard_support import Otel, Tools, make_agent, thread
+from guard_support import Tools, make_agent, thread
 
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.guard import GuardConfig
 
 
-def test_span_events_attributes_and_metrics_of_a_stop(otel: Otel, tools: Tools) -> None:
+def test_span_events_attributes_and_metrics_of_a_stop(otel: Telemetry, tools: Tools) -> None:
     agent = make_agent(stuck_on_search, [tools.make("search")], GuardConfig(), otel=otel)
-    with otel.tracer_provider.get_tracer("t").start_as_current_span("test"):
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
         agent.invoke({"messages": [("user", "q")]}, thread("tel"))
 
-    attrs = otel.span().attributes
+    attrs = otel.span("test").attributes
     assert attrs[semconv.GUARD_STEP] == 4
     assert attrs[semconv.GUARD_TOKENS] == 480
     assert attrs[semconv.GUARD_TOKENS_ESTIMATED] is False
     assert attrs[semconv.GUARD_COST_USD] == 0.0
     assert attrs[semconv.GUARD_STATE] == "open"
 
-    events = otel.events()
+    events = otel.guard_events("test")
     detection = events[0][1]
     assert detection == {
         semconv.GUARD_PATTERN: "tool_repeat",

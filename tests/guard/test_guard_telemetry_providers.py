@@ -8,25 +8,26 @@ from typing import Any
 
 import pytest
 from guard_fakes import stuck_on_search
-from guard_support import Otel, Tools, make_graph_builder
+from guard_support import Tools, make_graph_builder
 from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
 import spanpoint
+from harness import Telemetry
 from spanpoint import semconv
 from spanpoint.config import reset_for_tests
 from spanpoint.guard import GuardConfig, compile_guarded_graph
 
 
 @pytest.fixture
-def spanpoint_otel(otel: Otel) -> Iterator[tuple[Otel, InMemoryLogRecordExporter]]:
+def spanpoint_otel(otel: Telemetry) -> Iterator[tuple[Telemetry, InMemoryLogRecordExporter]]:
     """spanpoint configured with the fixture's providers and an in-memory log exporter."""
     logs = InMemoryLogRecordExporter()
     logger_provider = LoggerProvider()
     logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
     spanpoint.configure(
-        tracer_provider=otel.tracer_provider,
+        tracer_provider=otel.provider,
         meter_provider=otel.meter_provider,
         logger_provider=logger_provider,
         store=spanpoint.MemoryStore(),

@@ -39,6 +39,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from opentelemetry import trace
 
 from spanpoint import _compat, semconv
+from spanpoint._patches import PatchSet
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
 from spanpoint.calls import cost, injected, results, tasks
 from spanpoint.calls import spec as call_spec
@@ -54,8 +55,6 @@ _LOCK = threading.Lock()
 #: holder token -> whether that holder wants plain spans for calls outside a durable scope.
 _HOLDERS: dict[object, bool] = {}
 _STATE = {"trace": False, "live": False}
-_ORIGINALS: dict[tuple[type, str], Callable[..., Any]] = {}
-_WRAPPERS: dict[tuple[type, str], Callable[..., Any]] = {}
 
 
 def _targets() -> list[tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
@@ -70,22 +69,18 @@ def _targets() -> list[tuple[type, str, Callable[[Callable[..., Any]], Callable[
     ]
 
 
+#: The four seams, in spanpoint's one patch registry.
+PATCHES = PatchSet("calls.seams", _targets)
+
+
 def install(holder: object, *, trace_calls: bool) -> None:
     """Install the seams for ``holder`` (idempotent per holder); ``trace_calls`` asks for plain
     spans on calls outside a durable scope (the zero-code instrumentor)."""
     with _LOCK:
         _HOLDERS[holder] = trace_calls
-        _STATE["trace"] = trace_calls or _STATE["trace"]
-        if _STATE["live"]:
-            return
-        for owner, name, factory in _targets():
-            key = (owner, name)
-            current = owner.__dict__[name]
-            if _WRAPPERS.get(key) is not current:
-                _ORIGINALS[key] = current
-                _WRAPPERS[key] = factory(current)
-                setattr(owner, name, _WRAPPERS[key])
-        _STATE["live"] = True
+        _STATE["trace"] = any(_HOLDERS.values())
+        PATCHES.hold(holder)
+        _STATE["live"] = PATCHES.live
 
 
 def uninstall(holder: object) -> None:
@@ -94,18 +89,13 @@ def uninstall(holder: object) -> None:
     with _LOCK:
         _HOLDERS.pop(holder, None)
         _STATE["trace"] = any(_HOLDERS.values())
-        if _HOLDERS or not _STATE["live"]:
-            return
-        _STATE["live"] = False
-        for (owner, name), wrapper in list(_WRAPPERS.items()):
-            if owner.__dict__.get(name) is wrapper:
-                setattr(owner, name, _ORIGINALS.pop((owner, name)))
-                del _WRAPPERS[(owner, name)]
+        PATCHES.release(holder)
+        _STATE["live"] = PATCHES.live
 
 
 def installed_by(holder: object) -> bool:
     """Whether ``holder`` currently holds the seams."""
-    return holder in _HOLDERS
+    return PATCHES.held_by(holder)
 
 
 @contextmanager

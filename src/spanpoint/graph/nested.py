@@ -32,6 +32,7 @@ from langchain_core.runnables.config import var_child_runnable_config
 from opentelemetry import trace
 
 from spanpoint import semconv, spans
+from spanpoint._patches import PatchSet
 from spanpoint.capture import exception_text
 from spanpoint.config import settings
 from spanpoint.graph.inspect import GraphInfo, graph_call_attributes, inspect_graph
@@ -67,7 +68,7 @@ def own_call(graph: Any) -> bool:
 @contextmanager
 def runner_call(graph: Any, strategy: str) -> Iterator[None]:
     """The scope of one runner call: nested graph calls made inside it get their spans."""
-    with _installed():
+    with PATCHES.held():
         scope = CURRENT.set(RunnerCall(graph, strategy))
         try:
             yield
@@ -78,7 +79,7 @@ def runner_call(graph: Any, strategy: str) -> Iterator[None]:
 def scoped_stream(graph: Any, strategy: str, chunks: Iterator[Any]) -> Iterator[Any]:
     """``chunks`` (a runner's stream), with each step computed inside the runner call's
     scope: never across a ``yield``, so a consumer holding a chunk is outside it."""
-    with _installed():
+    with PATCHES.held():
         stream = _Scoped(graph, strategy, chunks)  # on the first step: where the caller iterates
         while (chunk := stream.step()) is not _END:
             try:
@@ -92,7 +93,7 @@ async def ascoped_stream(
     graph: Any, strategy: str, chunks: AsyncIterator[Any]
 ) -> AsyncIterator[Any]:
     """The async form of :func:`scoped_stream`."""
-    with _installed():
+    with PATCHES.held():
         stream = _Scoped(graph, strategy, chunks)
         while (chunk := await stream.astep()) is not _END:
             try:
@@ -140,25 +141,11 @@ class _Scoped:
             await close()
 
 
-@contextmanager
-def _installed() -> Iterator[None]:
-    """The patches installed while the block runs (one holder token, see :func:`_install`)."""
-    token = object()
-    _install(token)
-    try:
-        yield
-    finally:
-        _uninstall(token)
-
-
 # --- who traces nested calls ---------------------------------------------------------------
 
 _LOCK = threading.Lock()
-_HOLDERS: set[object] = set()
 #: Holders that trace nested graph calls themselves (the zero-code instrumentor).
 _CLAIMS: set[object] = set()
-_ORIGINALS: dict[str, Callable[..., Any]] = {}
-_WRAPPERS: dict[str, Callable[..., Any]] = {}
 
 
 def claim(holder: object) -> None:
@@ -173,32 +160,15 @@ def release(holder: object) -> None:
         _CLAIMS.discard(holder)
 
 
-def _install(holder: object) -> None:
-    with _LOCK:
-        _HOLDERS.add(holder)
-        if _WRAPPERS:
-            return
-        from langgraph.pregel import Pregel
+def _targets() -> list[tuple[type, str, Callable[[Any], Any]]]:
+    from langgraph.pregel import Pregel
 
-        for name, factory in (("invoke", _invoke), ("ainvoke", _ainvoke)):
-            _ORIGINALS[name] = Pregel.__dict__[name]
-            _WRAPPERS[name] = factory(_ORIGINALS[name])
-            setattr(Pregel, name, _WRAPPERS[name])
+    return [(Pregel, "invoke", _invoke), (Pregel, "ainvoke", _ainvoke)]
 
 
-def _uninstall(holder: object) -> None:
-    """The last holder out restores ``Pregel``'s methods, unless another library wrapped
-    them after us: then ours stay, passing every call through (no runner call)."""
-    with _LOCK:
-        _HOLDERS.discard(holder)
-        if _HOLDERS or not _WRAPPERS:
-            return
-        from langgraph.pregel import Pregel
-
-        for name, wrapper in list(_WRAPPERS.items()):
-            if Pregel.__dict__.get(name) is wrapper:
-                setattr(Pregel, name, _ORIGINALS.pop(name))
-                del _WRAPPERS[name]
+#: ``Pregel.invoke`` / ``ainvoke``, in spanpoint's one patch registry: held by each runner
+#: call in flight (a token per call); a wrapper left under another library's passes through.
+PATCHES = PatchSet("graph.nested", _targets)
 
 
 # --- the nested call's span ----------------------------------------------------------------

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
-from langgraph.types import GraphOutput, Interrupt, StateSnapshot
+from langgraph.types import Command, GraphOutput, Interrupt, StateSnapshot
 
 from spanpoint import semconv
+from spanpoint.errors import NotInterruptedError
+from spanpoint.graph.types import RunRequest
 from spanpoint.guard.state import TERMINATED_KEY
 
 RunStatus = Literal["completed", "interrupted", "stopped", "failed"]
@@ -91,12 +93,58 @@ class RunResult:
         """Whether the thread waits for a resume."""
         return self.status == "interrupted"
 
+    def resume_request(self, value: Any, *, interrupt_index: int | None = None) -> RunRequest:
+        """The request that answers this result's interrupt(s) with ``value`` on its thread.
+
+        With one interrupt and no index the value is passed as ``Command(resume=value)``. With
+        several interrupts, or an ``interrupt_index``, it is keyed by interrupt id
+        (``Command(resume={id: value})``); with several and no index, ``value`` must already
+        be a mapping from interrupt ids to values. A static breakpoint (``interrupt_before``
+        / ``interrupt_after``) takes no value: pass None.
+        """
+        if not self.interrupted:
+            raise NotInterruptedError(
+                f"the graph call on thread {self.thread_id!r} is {self.status}, not "
+                "interrupted; there is nothing to resume (check result.status before resuming)"
+            )
+        interrupts = self.interrupts
+        if not interrupts:  # a static breakpoint: continue with no input
+            if value is not None:
+                raise NotInterruptedError(
+                    f"thread {self.thread_id!r} stopped at a breakpoint before "
+                    f"{list(self.next_nodes)}, which takes no resume value; pass None"
+                )
+            return RunRequest(None, self.thread_id)
+        if interrupt_index is not None:
+            chosen = pick_interrupt(interrupts, interrupt_index)
+            return RunRequest.resume(Command(resume={chosen.id: value}), thread_id=self.thread_id)
+        if len(interrupts) == 1:
+            return RunRequest.resume(Command(resume=value), thread_id=self.thread_id)
+        ids = {i.id for i in interrupts}
+        if not isinstance(value, Mapping) or not set(value) <= ids or not value:
+            raise NotInterruptedError(
+                f"thread {self.thread_id!r} has {len(interrupts)} interrupts "
+                f"({', '.join(sorted(ids))}); pass interrupt_index=N to answer one, or a dict "
+                "{interrupt_id: value}"
+            )
+        return RunRequest.resume(Command(resume=dict(value)), thread_id=self.thread_id)
+
     def __repr__(self) -> str:
         return (
             f"RunResult(status={self.status!r}, thread_id={self.thread_id!r}, "
             f"interrupts={len(self.interrupts)}, next_nodes={self.next_nodes!r}, "
             f"replayed={self.replayed})"
         )
+
+
+def pick_interrupt(interrupts: tuple[InterruptInfo, ...], index: int) -> InterruptInfo:
+    """``interrupts[index]``; :class:`NotInterruptedError` naming the valid range otherwise."""
+    if not isinstance(index, int) or not 0 <= index < len(interrupts):
+        raise NotInterruptedError(
+            f"interrupt_index {index!r} is out of range: the result has {len(interrupts)} "
+            f"interrupt(s), indexes 0..{len(interrupts) - 1}"
+        )
+    return interrupts[index]
 
 
 # --- building a result ----------------------------------------------------------------------

@@ -17,8 +17,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from spanpoint import semconv
-from spanpoint.errors import ConfigurationError, NotInterruptedError
-from spanpoint.graph.results import InterruptInfo, RunResult
+from spanpoint.errors import ConfigurationError
+from spanpoint.graph.results import RunResult, pick_interrupt
 from spanpoint.graph.types import RunRequest
 from spanpoint.waits import wait_for_input
 
@@ -26,55 +26,13 @@ from spanpoint.waits import wait_for_input
 def build_resume_request(
     result: RunResult, value: Any, *, interrupt_index: int | None = None
 ) -> RunRequest:
-    """The request that answers ``result``'s interrupt(s) with ``value`` on the same thread.
-
-    With one interrupt and no index the value is passed as ``Command(resume=value)``. With
-    several interrupts, or an ``interrupt_index``, it is keyed by interrupt id
-    (``Command(resume={id: value})``); with several and no index, ``value`` must already be
-    a mapping from interrupt ids to values.
-    """
+    """The request that answers ``result``'s interrupt(s) with ``value`` on the same thread:
+    :meth:`RunResult.resume_request`, for callers that hold a result of unknown type."""
     if not isinstance(result, RunResult):
         raise ConfigurationError(
             f"build_resume_request needs the RunResult of a graph call, not {type(result).__name__}"
         )
-    if not result.interrupted:
-        raise NotInterruptedError(
-            f"the graph call on thread {result.thread_id!r} is {result.status}, not interrupted; "
-            "there is nothing to resume (check result.status before resuming)"
-        )
-    interrupts = result.interrupts
-    if not interrupts:  # a static breakpoint (interrupt_before/after): continue with no input
-        if value is not None:
-            raise NotInterruptedError(
-                f"thread {result.thread_id!r} stopped at a breakpoint before "
-                f"{list(result.next_nodes)}, which takes no resume value; pass None"
-            )
-        return RunRequest(None, result.thread_id)
-    if interrupt_index is not None:
-        return RunRequest.resume(
-            Command(resume={pick_interrupt(interrupts, interrupt_index).id: value}),
-            thread_id=result.thread_id,
-        )
-    if len(interrupts) == 1:
-        return RunRequest.resume(Command(resume=value), thread_id=result.thread_id)
-    ids = {i.id for i in interrupts}
-    if not isinstance(value, Mapping) or not set(value) <= ids or not value:
-        raise NotInterruptedError(
-            f"thread {result.thread_id!r} has {len(interrupts)} interrupts "
-            f"({', '.join(sorted(ids))}); pass interrupt_index=N to answer one, or a dict "
-            "{interrupt_id: value}"
-        )
-    return RunRequest.resume(Command(resume=dict(value)), thread_id=result.thread_id)
-
-
-def pick_interrupt(interrupts: tuple[InterruptInfo, ...], index: int) -> InterruptInfo:
-    """``interrupts[index]``; :class:`NotInterruptedError` naming the valid range otherwise."""
-    if not isinstance(index, int) or not 0 <= index < len(interrupts):
-        raise NotInterruptedError(
-            f"interrupt_index {index!r} is out of range: the result has {len(interrupts)} "
-            f"interrupt(s), indexes 0..{len(interrupts) - 1}"
-        )
-    return interrupts[index]
+    return result.resume_request(value, interrupt_index=interrupt_index)
 
 
 def wait_for_interrupt(

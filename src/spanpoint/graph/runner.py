@@ -1,4 +1,4 @@
-"""Graph calls as boundaries: ``GraphRunner``, ``RunRequest`` and ``build_resume_request``.
+"""Graph calls as boundaries: ``GraphRunner`` and ``RunRequest``.
 
 ``GraphRunner(graph, name="triage").invoke(input, thread_id="t-42")`` runs one LangGraph call
 as a ``graph_call`` boundary: inside ``spanpoint.run(...)`` a call that completed in an earlier
@@ -7,7 +7,7 @@ effects), and a new call is committed when its span ends OK. LangGraph keeps own
 thread: its checkpointer, super-steps and interrupts.
 
 An interrupt is not an error: the call ends OK with ``status="interrupted"`` and is committed,
-so replaying the run returns the same interrupt. ``build_resume_request(result, value)`` builds
+so replaying the run returns the same interrupt. ``result.resume_request(value)`` builds
 the ``Command(resume=...)`` call on the same thread; that call is a boundary of its own.
 
 ``strategy="calls"`` runs the graph without the outer boundary; the model and tool calls

@@ -48,7 +48,7 @@ class GuardMiddleware(AgentMiddleware[GuardAgentState, Any, Any]):
 
     Put it first in the middleware list so that it sees the model's final answer and its
     stop short-circuits every inner middleware. To resume a stopped thread with a
-    correction, wrap the compiled agent in :class:`spanpoint.GuardedGraph`.
+    correction, wrap the compiled agent in :class:`spanpoint.guard.GuardedGraph`.
     """
 
     state_schema = GuardAgentState

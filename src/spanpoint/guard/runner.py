@@ -63,7 +63,8 @@ def compile_guarded_graph(
 
     ``checkpointer`` is required: a stopped run is resumed from its checkpoint, possibly in
     another process. A compiled graph that is already guarded (``create_agent`` with
-    :class:`~spanpoint.GuardMiddleware`, or :func:`~spanpoint.guard_graph`) is used as is.
+    :class:`~spanpoint.guard.GuardMiddleware`, or :func:`~spanpoint.guard.guard_graph`) is used
+    as is.
     """
     if checkpointer is None:
         raise ConfigurationError(
@@ -103,7 +104,7 @@ class GuardedGraph:
     """A guarded compiled graph with explicit, checked continuation of stopped threads.
 
     Works for graphs from :func:`compile_guarded_graph` and for ``create_agent`` agents
-    built with :class:`~spanpoint.GuardMiddleware` (``GuardedGraph(agent)``). With
+    built with :class:`~spanpoint.guard.GuardMiddleware` (``GuardedGraph(agent)``). With
     ``claim_store`` (a spanpoint store shared by the processes, e.g. the same SQLite file
     or PostgreSQL database), exactly one of several processes resuming a stop wins.
     """

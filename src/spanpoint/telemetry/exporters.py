@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from opentelemetry.sdk._logs import ReadableLogRecord
 from opentelemetry.sdk._logs.export import LogRecordExporter, LogRecordExportResult
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from spanpoint.errors import ConfigurationError
@@ -191,7 +189,6 @@ class ExportTally:
     endpoint: str = ""
     exported: int = 0
     failed: int = 0
-    failures: int = 0
     reason: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -207,7 +204,6 @@ class ExportTally:
                 self.exported += count
             else:
                 self.failed += count
-                self.failures += 1
                 self.reason = reason or "the exporter reported a failure"
 
     def summary(self) -> str:
@@ -339,89 +335,47 @@ def _reason(messages: Sequence[str]) -> str:
     return why
 
 
-class CountingSpanExporter(SpanExporter):
-    """Delegates to ``inner`` and tallies what it delivered."""
-
-    def __init__(self, inner: SpanExporter, tally: ExportTally) -> None:
-        self.inner, self.tally = inner, tally
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Export through ``inner``, counting."""
-        try:
-            result, ok, why = _call(lambda: self.inner.export(spans), SpanExportResult.SUCCESS)
-        except _Failed as exc:
-            self.tally.add(len(spans), False, str(exc))
-            return SpanExportResult.FAILURE
-        self.tally.add(len(spans), ok, why)
-        return result  # type: ignore[no-any-return]
-
-    def shutdown(self) -> None:
-        """Shut ``inner`` down."""
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Flush ``inner``."""
-        return self.inner.force_flush(timeout_millis)
+#: Per signal: what a successful export returns, and what a failed one does.
+_RESULTS: dict[Signal, tuple[Any, Any]] = {
+    "traces": (SpanExportResult.SUCCESS, SpanExportResult.FAILURE),
+    "logs": (LogRecordExportResult.SUCCESS, LogRecordExportResult.FAILURE),
+    "metrics": (MetricExportResult.SUCCESS, MetricExportResult.FAILURE),
+}
 
 
-class CountingLogExporter(LogRecordExporter):
-    """Delegates to ``inner`` and tallies what it delivered."""
+class CountingExporter(SpanExporter, LogRecordExporter, MetricExporter):
+    """Delegates to ``inner`` (a span, log record or metric exporter, as ``tally.signal``
+    says) and tallies what it delivered: spans, log records or metric data points. A metric
+    exporter's temporality and aggregation are kept."""
 
-    def __init__(self, inner: LogRecordExporter, tally: ExportTally) -> None:
-        self.inner, self.tally = inner, tally
-
-    def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
-        """Export through ``inner``, counting."""
-        try:
-            result, ok, why = _call(lambda: self.inner.export(batch), LogRecordExportResult.SUCCESS)
-        except _Failed as exc:
-            self.tally.add(len(batch), False, str(exc))
-            return LogRecordExportResult.FAILURE
-        self.tally.add(len(batch), ok, why)
-        return result  # type: ignore[no-any-return]
-
-    def shutdown(self) -> None:
-        """Shut ``inner`` down."""
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Flush ``inner``."""
-        return bool(self.inner.force_flush(timeout_millis))
-
-
-class CountingMetricExporter(MetricExporter):
-    """Delegates to ``inner`` (keeping its temporality and aggregation) and tallies."""
-
-    def __init__(self, inner: MetricExporter, tally: ExportTally) -> None:
-        super().__init__(
-            preferred_temporality=inner._preferred_temporality,
-            preferred_aggregation=inner._preferred_aggregation,
-        )
-        self.inner, self.tally = inner, tally
-
-    def export(
-        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
-    ) -> MetricExportResult:
-        """Export through ``inner``, counting data points."""
-        count = _points(metrics_data)
-        try:
-            result, ok, why = _call(
-                lambda: self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs),
-                MetricExportResult.SUCCESS,
+    def __init__(self, inner: Any, tally: ExportTally) -> None:
+        if tally.signal == "metrics":
+            MetricExporter.__init__(
+                self,
+                preferred_temporality=inner._preferred_temporality,
+                preferred_aggregation=inner._preferred_aggregation,
             )
+        self.inner, self.tally = inner, tally
+
+    def export(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        """Export through ``inner``, counting."""
+        success, failure = _RESULTS[self.tally.signal]
+        count = _points(batch) if self.tally.signal == "metrics" else len(batch)
+        try:
+            result, ok, why = _call(lambda: self.inner.export(batch, *args, **kwargs), success)
         except _Failed as exc:
             self.tally.add(count, False, str(exc))
-            return MetricExportResult.FAILURE
+            return failure
         self.tally.add(count, ok, why)
-        return result  # type: ignore[no-any-return]
+        return result
 
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        """Flush ``inner``."""
-        return self.inner.force_flush(timeout_millis)
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
         """Shut ``inner`` down."""
-        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+        self.inner.shutdown(*args, **kwargs)
+
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        """Flush ``inner``."""
+        return bool(self.inner.force_flush(timeout_millis))
 
 
 def _points(data: MetricsData) -> int:
@@ -478,13 +432,6 @@ def _console(signal: Signal) -> Any:
     return ConsoleMetricExporter()
 
 
-_COUNTING: dict[Signal, Any] = {
-    "traces": CountingSpanExporter,
-    "logs": CountingLogExporter,
-    "metrics": CountingMetricExporter,
-}
-
-
 def build(config: SignalExport, file_exporter: Callable[[], Any], file_path: str = "") -> list[Any]:
     """The exporters ``config`` asks for, each counting into a tally (see :func:`tallies`).
 
@@ -505,7 +452,7 @@ def build(config: SignalExport, file_exporter: Callable[[], Any], file_path: str
             inner, tally = _console(config.signal), ExportTally(config.signal, "console (stdout)")
         else:
             inner, tally = file_exporter(), ExportTally(config.signal, f"file {file_path}")
-        made.append(_COUNTING[config.signal](inner, tally))
+        made.append(CountingExporter(inner, tally))
         counts.append(tally)
     _TALLIES[config.signal] = counts
     return made
