@@ -149,7 +149,7 @@ def runs(
             visible(r.status),
             _when(r.updated_at),
         )
-        cost = run_cost(st, r.run_id)  # issue 16: both totals, per run of the page
+        cost = run_cost(st, r.run_id)  # both totals, per run of the page
         if cost.executed.calls or cost.replayed.calls:
             costs.add_row(visible(r.run_id), _totals(cost.executed), _totals(cost.replayed))
     console.print(table)
@@ -305,7 +305,7 @@ def show(run_id: str, store: StoreOption = None) -> None:
             branch = root.add("not run yet: the calls it starts from (`spanpoint fork`)")
             _attach(branch, attempts.get(attempt, []))
             continue
-        cost = run_cost(st, run_id, attempt=attempt)  # issue 16: both totals per attempt
+        cost = run_cost(st, run_id, attempt=attempt)  # both totals per attempt
         branch = root.add(
             f"attempt {attempt}  executed: {_totals(cost.executed)}; "
             f"replayed: {_totals(cost.replayed)}"
@@ -454,7 +454,7 @@ def doctor(store: StoreOption = None) -> None:
 
     console.print(f"spanpoint {__version__}")
     st = _open(store)
-    # The newest run only: doctor answers at once whatever the store holds (issue 18).
+    # The newest run only: doctor answers at once whatever the store holds.
     newest = st.list_runs(limit=1)
     latest = f"newest run updated {_when(newest[0].updated_at)}" if newest else "no runs yet"
     console.print(f"store: {visible(st.description)} (opens; {latest})")

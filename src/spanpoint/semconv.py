@@ -154,7 +154,7 @@ GRAPH_INPUT: Final = "spanpoint.graph.input"
 GRAPH_INTERRUPT_VALUES: Final = "spanpoint.graph.interrupt.values"
 STREAM_CLOSED_EARLY: Final = "spanpoint.stream.closed_early"
 
-# Rerun with a durable checkpointer (spanpoint.graph.rerun, issue 15 item 4). What a rerun
+# Rerun with a durable checkpointer (spanpoint.graph.rerun). What a rerun
 # graph call did with the thread its earlier attempt left: "continued" (invoke(None) from the
 # latest checkpoint) or "returned" (the call had ended: its state, nothing executed).
 GRAPH_RERUN: Final = "spanpoint.graph.rerun"
@@ -163,7 +163,7 @@ GRAPH_RERUN: Final = "spanpoint.graph.rerun"
 CHECKPOINT_META_RUN_ID: Final = "spanpoint_run_id"
 CHECKPOINT_META_CALL_KEY: Final = "spanpoint_call_key"
 # The W3C traceparent of the graph call that wrote a checkpoint: a resume, in this process or
-# another one later, links to the span that paused (issue 15 item 5).
+# another one later, links to the span that paused.
 CHECKPOINT_META_TRACEPARENT: Final = "spanpoint_traceparent"
 
 # Durable waits (spanpoint.waits).
@@ -208,7 +208,7 @@ EVENT_GUARD_RECOVERED: Final = "spanpoint.guard.recovered"
 EVENT_GUARD_TERMINATED: Final = "spanpoint.guard.terminated"
 EVENT_GUARD_RESUMED: Final = "spanpoint.guard.resumed"
 
-# --- issue 19: looks right where users look (viewers) ---------------------------------
+# --- looks right where users look (viewers) ------------------------------------------
 # Opt-in content: the tools offered to a model (GenAI conventions, gen-ai-tool-definitions).
 GEN_AI_TOOL_DEFINITIONS: Final = _gen_ai.GEN_AI_TOOL_DEFINITIONS
 # A replayed span names its original as attributes too: trace viewers (Phoenix, Grafana's
@@ -230,11 +230,12 @@ GEN_AI_AGENT_PAUSE_ID: Final = "gen_ai.agent.pause.id"
 GEN_AI_AGENT_PAUSE_REASON: Final = "gen_ai.agent.pause.reason"
 GEN_AI_AGENT_RESUMED_FROM_TYPE: Final = "gen_ai.agent.resumed_from.type"
 GEN_AI_AGENT_RESUMED_FROM_ID: Final = "gen_ai.agent.resumed_from.id"
-# Values of gen_ai.agent.pause.reason and gen_ai.agent.resumed_from.type (#445's enums).
+# Values of gen_ai.agent.pause.reason and gen_ai.agent.resumed_from.type
+# (semantic-conventions-genai #445's enums).
 PAUSE_REASON_HUMAN_INPUT: Final = "human_input"
 RESUMED_FROM_PAUSE: Final = "pause"
 
-# --- issue 16: what each call cost, and what replay saved ------------------------------
+# --- what each call cost, and what replay saved ---------------------------------------
 # PROPOSAL, not yet in the GenAI conventions: open-telemetry/semantic-conventions-genai #443
 # ("gen_ai.usage.cost.*"). The amount is priced by genai-prices from the reported token usage;
 # a model the price table does not know gets neither attribute (never a guessed price).
@@ -265,7 +266,7 @@ METRIC_REPLAY_SAVED_COST: Final = "spanpoint.run.cost.saved"
 # the GenAI registry at the version checked, docs/semconv.md). Replayed calls are not recorded.
 METRIC_GEN_AI_OPERATION_COST: Final = "gen_ai.client.operation.cost"
 
-# --- issue 16: forks (spanpoint.fork) ---------------------------------------------------
+# --- forks (spanpoint.fork) ------------------------------------------------------------
 # A fork's run holds one record that is no boundary: where it came from. Its kind and path
 # are these; its key is serde.checkpoint_key(run id, FORK_RECORD_PATH, 0, ""), which no
 # boundary can have (a boundary's identity path starts with "/" or a frame identity and "/").

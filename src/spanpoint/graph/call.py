@@ -623,7 +623,7 @@ END: Any = object()
 
 def _show_on_run(start: Mapping[str, Any] | None, end: Mapping[str, Any] | None) -> None:
     """The run's root shows its first graph call's input and its last one's output, so a
-    trace list shows what the run was asked and what it answered (issue 19)."""
+    trace list shows what the run was asked and what it answered."""
     scope = current_run()
     span = scope.span if scope is not None else None
     if span is None or not span.is_recording():

@@ -5,7 +5,7 @@ A graph called inside a task of the runner's graph (Deep Agents' ``task`` tool r
 as a node) gets an ``invoke_agent {name}`` / ``invoke_workflow {name}`` span under the span
 current where it is called (``execute_tool task`` for a sub-agent), with the conversation of
 the thread it runs in (``gen_ai.conversation.id``): the span the zero-code instrumentor gives
-it (issue 15 item 5), with no instrumentor.
+it, with no instrumentor.
 
 A nested call is a span, never a boundary: LangGraph's checkpointer owns a subgraph's
 progress, and its model and tool calls are boundaries of their own (``spanpoint.calls.seams``).

@@ -230,7 +230,7 @@ def _plan_steps(
     stops = _breakpoints_after(graph, kwargs)
     parent_config = getattr(latest, "parent_config", None)
     # Paused after a node (LangGraph's static interrupt_after), not crashed: the pause
-    # is returned as the pause it is (issue 15 item 4, the rerun table).
+    # is returned as the pause it is (the rerun table in docs/concepts.md).
     if (
         found.action == "continue"
         and stops

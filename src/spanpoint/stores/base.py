@@ -350,8 +350,8 @@ def _forget_process_owner() -> None:
 
 
 # A forked child is another owner. Forgotten at the fork rather than found by comparing
-# os.getpid() on every call: a system call (about 1 µs here, 10 from a cold cache) that
-# every run and every boundary lookup made. Every fork that goes on running Python runs
+# os.getpid() on every call: a system call that every run and every boundary lookup made.
+# Every fork that goes on running Python runs
 # these hooks (os.fork, multiprocessing, and C code through PyOS_AfterFork_Child).
 os.register_at_fork(after_in_child=_forget_process_owner)
 

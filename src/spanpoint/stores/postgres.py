@@ -201,7 +201,7 @@ class PostgresStore(RunPages):
         def op(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             cur = conn.execute(query, params)  # type: ignore[arg-type]
             # The result's status, not `cur.description`: that builds a Column object per
-            # result column (22 for a claim), 20-30 µs of a worker's CPU per boundary.
+            # result column (22 for a claim), a measurable share of a worker's CPU per boundary.
             result = cur.pgresult
             return cur.fetchall() if result is not None and result.status == TUPLES_OK else []
 
@@ -281,7 +281,7 @@ class PostgresStore(RunPages):
 
     def claim(self, key: str, owner: str, ttl_s: float, *, fresh: bool = False) -> Claim:
         # One statement whose lease does not wait for the WAL flush (CLAIM says how): one
-        # fsync fewer per boundary, ~8 ms to ~1 ms on a disk that syncs.
+        # fsync fewer per boundary on a disk that syncs.
         rows = self._fetchall("claim", CLAIM, {"key": key, "owner": owner, "ttl": ttl_s})
         if not rows:  # the row appeared after this statement's snapshot: ask again soon
             return Claim("held", owner=None, expires_at=0.0)

@@ -86,7 +86,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (kind, key)
     );
     """,
-    # What entered each key, for forks and diffs (issue 16): the input fingerprint, the
+    # What entered each key, for forks and diffs: the input fingerprint, the
     # parent-identity path and a redacted view of the input. Rows committed before read NULL.
     """
     ALTER TABLE spanpoint_checkpoints ADD COLUMN fingerprint text,
@@ -137,7 +137,7 @@ LEASE_FREE = (
 # and the "held" answer both read it. (A "held" branch reading the table again by `key` and
 # `output IS NULL` was planned on the pending-leases partial index, which it then scanned
 # whole with a filter on the key: every lease that was ever taken since the last vacuum, so a
-# lease wait grew with the traffic, 4 ms after 3,000 boundaries.)
+# lease wait grew with the traffic.)
 CLAIM = f"""
 WITH found AS MATERIALIZED (
     SELECT {READ_COLS}, lease_owner, lease_expires_at FROM spanpoint_checkpoints

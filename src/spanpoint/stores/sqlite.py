@@ -133,8 +133,8 @@ _MIGRATIONS: dict[int, list[str]] = {
     ],
     # The lease lives on the checkpoint's own row (output NULL until committed), as in the
     # PostgreSQL store: a claim inserts one row, a commit fills it in. Each is one write of
-    # fewer B-tree pages than a leases table plus a trigger (85 -> 40 µs per executed
-    # boundary, bench/README.md). A run's checkpoints are ordered by when they ended.
+    # fewer B-tree pages than a leases table plus a trigger (bench/README.md has the
+    # figures). A run's checkpoints are ordered by when they ended.
     3: _statements(
         """
     CREATE TABLE checkpoints_v3 (
@@ -184,7 +184,7 @@ _MIGRATIONS: dict[int, list[str]] = {
         "CREATE TABLE once_tokens (kind TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL, "
         "expires_at REAL NOT NULL, spent_at REAL, PRIMARY KEY (kind, key))"
     ],
-    # What entered each key, for forks and diffs (issue 16): the input fingerprint, the
+    # What entered each key, for forks and diffs: the input fingerprint, the
     # parent-identity path and a redacted view of the input. Rows committed before read None.
     7: [
         "ALTER TABLE checkpoints ADD COLUMN fingerprint TEXT",
