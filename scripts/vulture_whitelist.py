@@ -94,3 +94,9 @@ _.counts_nodes  # graph.invoke (tests/graph)
 # --- deleted by changes in flight (remove these lines when they land) --------------------
 _.Job  # committer.Job: the commit-place change rewrites committer.py
 _.tool_input_view  # calls.inputs: the one-spec-builder change deletes it
+
+# --- public API and test-only readers added in this release ------------------------------
+# vcrpy's `all_played`, a property users read after a cassette session.
+_.all_played
+# calls.tasks.durable_scope: read by tests/graph/test_resume_link.py to restore the scope.
+_.durable_scope

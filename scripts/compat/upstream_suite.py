@@ -59,6 +59,10 @@ class Profile:
     # Its "test" dependency group minus tools that only profile, watch or measure coverage.
     skip_deps: frozenset[str]
     env: dict[str, str] = field(default_factory=dict)
+    # Install LangGraph at the calling interpreter's versions rather than the suite's lock:
+    # spanpoint instruments only the LangGraph versions it supports (a suite whose lock names
+    # an older one would run uninstrumented and prove nothing).
+    pins_langgraph: bool = False
 
 
 PROFILES = {
@@ -72,6 +76,7 @@ PROFILES = {
     "langchain": Profile(
         tests=("tests/unit_tests/agents",),
         skip_deps=frozenset({"pytest-cov", "pytest-watcher", "pytest-benchmark", "fastmcp"}),
+        pins_langgraph=True,
     ),
 }
 # What spanpoint imports, installed at the calling interpreter's versions (the exporters are
@@ -83,6 +88,8 @@ SPANPOINT_DEPS = (
     "opentelemetry-instrumentation",
     "wrapt",
 )
+# What a suite with ``pins_langgraph`` gets at the calling interpreter's versions as well.
+LANGGRAPH_DEPS = ("langgraph", "langgraph-checkpoint", "langgraph-prebuilt")
 PLUGIN = "spanpoint.pytest_plugin"
 # The configurations an instrumented run can take: environment, and extra pytest plugins
 # (found on PYTHONPATH, which holds this folder).
@@ -127,10 +134,12 @@ def source_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def spanpoint_dep_pins() -> list[str]:
-    """``name==version`` for spanpoint's OpenTelemetry deps, as installed here."""
+def spanpoint_dep_pins(profile: Profile | None = None) -> list[str]:
+    """``name==version`` for spanpoint's OpenTelemetry deps (and LangGraph, for a profile that
+    pins it), as installed here."""
     pins = []
-    for name in SPANPOINT_DEPS:
+    names = SPANPOINT_DEPS + (LANGGRAPH_DEPS if profile and profile.pins_langgraph else ())
+    for name in names:
         try:
             pins.append(f"{name}=={metadata.version(name)}")
         except metadata.PackageNotFoundError:
@@ -207,7 +216,7 @@ def build_venv(src: Path, env_dir: Path, profile: Profile) -> Path:
     names = {requirement_name(r) for r in requirements} | {"langchain-core"}
     project = tomllib.loads((src / "pyproject.toml").read_text())["project"]
     names |= {requirement_name(r) for r in project["dependencies"]}
-    own = {requirement_name(p) for p in spanpoint_dep_pins()}
+    own = {requirement_name(p) for p in spanpoint_dep_pins(profile)}
     cfile = env_dir / "constraints.txt"
     cfile.write_text("".join(f"{n}=={pinned[n]}\n" for n in sorted(names - own) if n in pinned))
     # langchain-core at the lock's version even when the lock builds it from source (LangChain's
@@ -216,7 +225,7 @@ def build_venv(src: Path, env_dir: Path, profile: Profile) -> Path:
     core = f"langchain-core=={core_version}"
     run(
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(), str(src)]
+         "-c", str(cfile), core, *requirements, *spanpoint_dep_pins(profile), str(src)]
     )  # fmt: skip
     freeze = run([str(python), "-m", "pip", "freeze"]).stdout
     (env_dir / "freeze.txt").write_text(freeze)
@@ -307,7 +316,7 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
     version = args.version or metadata.version(package)
     tests = args.tests or list(profile.tests)
     py = f"py{sys.version_info.major}{sys.version_info.minor}"
-    key = hashlib.sha256("\n".join(spanpoint_dep_pins()).encode()).hexdigest()[:10]
+    key = hashlib.sha256("\n".join(spanpoint_dep_pins(profile)).encode()).hexdigest()[:10]
     cache = cache_root()
     cache.mkdir(parents=True, exist_ok=True)
     src = fetch_sdist(package, version, cache)

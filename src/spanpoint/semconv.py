@@ -158,13 +158,6 @@ STREAM_CLOSED_EARLY: Final = "spanpoint.stream.closed_early"
 # graph call did with the thread its earlier attempt left: "continued" (invoke(None) from the
 # latest checkpoint) or "returned" (the call had ended: its state, nothing executed).
 GRAPH_RERUN: Final = "spanpoint.graph.rerun"
-# LangGraph checkpoint metadata keys (config["metadata"] lands in every checkpoint's
-# metadata). No dots: SqliteSaver's metadata filter reads a dot as a JSON path step.
-CHECKPOINT_META_RUN_ID: Final = "spanpoint_run_id"
-CHECKPOINT_META_CALL_KEY: Final = "spanpoint_call_key"
-# The W3C traceparent of the graph call that wrote a checkpoint: a resume, in this process or
-# another one later, links to the span that paused.
-CHECKPOINT_META_TRACEPARENT: Final = "spanpoint_traceparent"
 
 # Durable waits (spanpoint.waits).
 WAIT_NAME: Final = "spanpoint.wait.name"

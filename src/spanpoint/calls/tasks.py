@@ -47,13 +47,14 @@ import hashlib
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
 from typing import Any, Literal
 
 from langchain_core.runnables.config import var_child_runnable_config
 
 from spanpoint import _compat
+from spanpoint._patches import PatchSet
 from spanpoint.config import settings
 from spanpoint.errors import ConfigurationError
 from spanpoint.run import Frame, RunScope, current_run, on_run_closed, register_parent_provider
@@ -392,50 +393,32 @@ def _positioned(original: Callable[..., Any]) -> Callable[..., Any]:
     return stream
 
 
-_POSITION_HOLDERS: set[object] = set()
-_POSITION_ORIGINALS: dict[str, Callable[..., Any]] = {}
-_POSITION_WRAPPERS: dict[str, Callable[..., Any]] = {}
+def _position_targets() -> list[tuple[type, str, Callable[[Any], Any]]]:
+    from langgraph.pregel import Pregel  # for import time: with the first holder
+
+    return [(Pregel, "stream", _positioned), (Pregel, "astream", _positioned)]
+
+
+#: ``Pregel.stream``/``astream`` (``invoke``/``ainvoke`` run through them) carrying the
+#: calling task's position into a subgraph, in spanpoint's one patch registry.
+POSITION_PATCHES = PatchSet("calls.tasks.positions", _position_targets)
 
 
 def record_positions(holder: object) -> None:
     """Have subgraphs entered from a task carry their caller's position while ``holder``
-    holds it (``Pregel.stream``/``astream``: ``invoke``/``ainvoke`` run through them)."""
-    with _LOCK:
-        _POSITION_HOLDERS.add(holder)
-        if _POSITION_WRAPPERS:
-            return
-        from langgraph.pregel import Pregel  # for import time: with the first holder
-
-        for name in ("stream", "astream"):
-            _POSITION_ORIGINALS[name] = Pregel.__dict__[name]
-            _POSITION_WRAPPERS[name] = _positioned(_POSITION_ORIGINALS[name])
-            setattr(Pregel, name, _POSITION_WRAPPERS[name])
+    holds it."""
+    POSITION_PATCHES.hold(holder)
 
 
 def stop_recording_positions(holder: object) -> None:
     """Release ``holder``; the last one out restores ``Pregel``'s methods (unless another
     library wrapped them after: ours then stay, and still pass the position on)."""
-    with _LOCK:
-        _POSITION_HOLDERS.discard(holder)
-        if _POSITION_HOLDERS or not _POSITION_WRAPPERS:
-            return
-        from langgraph.pregel import Pregel
-
-        for name, wrapper in list(_POSITION_WRAPPERS.items()):
-            if Pregel.__dict__.get(name) is wrapper:
-                setattr(Pregel, name, _POSITION_ORIGINALS.pop(name))
-                del _POSITION_WRAPPERS[name]
+    POSITION_PATCHES.release(holder)
 
 
-@contextmanager
-def positions_recorded() -> Iterator[None]:
+def positions_recorded() -> AbstractContextManager[None]:
     """:func:`record_positions` for the duration of the block."""
-    token = object()
-    record_positions(token)
-    try:
-        yield
-    finally:
-        stop_recording_positions(token)
+    return POSITION_PATCHES.held()
 
 
 register_parent_provider(task_parent)

@@ -94,7 +94,6 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     _patched: list[tuple[Any, str, Callable[..., Any]]]
     _switch: _Switch
-    _strategy: str
 
     def instrumentation_dependencies(self) -> Collection[str]:
         """The packages that must be installed for :meth:`instrument` to apply."""
@@ -102,7 +101,6 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         options = pregel.PatchOptions(strategy=strategy_from_env(kwargs.get("strategy")))
-        self._strategy = options.strategy
         # All three providers (BaseInstrumentor's tracer_provider, meter_provider and
         # logger_provider kwargs) and the store reach configure: run summaries, metrics and
         # guard records go where the application asked, not only the spans.
