@@ -20,6 +20,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 import spanpoint
+import spanpoint.errors
 from fakes import ConversationModel, count_effect, read_effects
 from spanpoint.cassettes import CASSETTE_RUN_ID
 
@@ -158,7 +159,7 @@ def test_modes_new_episodes_and_all(configured: Any, tmp_path: Path) -> None:
         agent().invoke(REQUEST)
         agent().invoke(other)
     assert replay.replayed == 6 and replay.recorded == 0
-    with pytest.raises(spanpoint.CassetteMissError, match="recorded at another position"):
+    with pytest.raises(spanpoint.errors.CassetteMissError, match="recorded at another position"):
         with spanpoint.cassette(path, mode="none"):  # keyed by position too: out of order
             agent().invoke(other)
     with spanpoint.cassette(path, mode="all") as again:  # vcrpy's all: the rest is kept
@@ -189,7 +190,7 @@ def test_a_new_tool_call_in_mode_once_names_the_arguments(configured: Any, tmp_p
     path = tmp_path / "c.json"
     with spanpoint.cassette(path):
         agent(tickets=(7,)).invoke(REQUEST)
-    with pytest.raises(spanpoint.CassetteMissError) as caught:
+    with pytest.raises(spanpoint.errors.CassetteMissError) as caught:
         with spanpoint.cassette(path):
             agent(tickets=(9,)).invoke(REQUEST)
     message = str(caught.value)
@@ -303,7 +304,7 @@ def test_calls_made_boundaries_by_the_seams_replay_and_miss_by_name(
             again = make(offline=True).invoke(REQUEST)
         assert again["messages"][-1].content == first["messages"][-1].content
         assert read_effects(effects) == {}
-        with pytest.raises(spanpoint.CassetteMissError) as caught:
+        with pytest.raises(spanpoint.errors.CassetteMissError) as caught:
             with spanpoint.cassette(path, mode="none"):
                 make(offline=True, prompt="You are a billing agent.").invoke(REQUEST)
     assert "message 0 (system prompt) 'You are a support agent.' -> 'You are a billing" in str(

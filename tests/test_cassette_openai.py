@@ -18,6 +18,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 import spanpoint
+import spanpoint.errors
 from cassette_openai_app import (
     FINALS,
     MAIN,
@@ -187,7 +188,7 @@ def test_a_spoiled_entry_in_mode_none_misses_and_reaches_nothing(
             path.write_text(json.dumps(spoiled))
             effects.unlink(missing_ok=True)
             hits = server.hits
-            with pytest.raises(spanpoint.CassetteMissError) as caught:
+            with pytest.raises(spanpoint.errors.CassetteMissError) as caught:
                 session(path, make_agent(server.base_url, effects, setup=setup), mode="none")
             call = spoiled["calls"][index]
             assert repr(call["path"]) in str(caught.value)
@@ -208,7 +209,7 @@ def test_a_model_call_with_no_boundary_in_mode_none_misses_and_reaches_nothing(
     async def astream() -> list[Any]:
         return [chunk async for chunk in model.astream("Tickets 7 and 8, please")]
 
-    with pytest.raises(spanpoint.CassetteMissError, match="has no boundary to replay"):
+    with pytest.raises(spanpoint.errors.CassetteMissError, match="has no boundary to replay"):
         with spanpoint.cassette(path, mode="none"):
             if is_async:
                 asyncio.run(astream())
@@ -233,7 +234,7 @@ def test_an_uncacheable_tool_call_in_mode_none_misses_and_runs_nothing(
     path = tmp_path / "agent.json"
     session(path, make_agent(server.base_url, effects))
     effects.unlink()
-    with pytest.raises(spanpoint.CassetteMissError, match="not cacheable"):
+    with pytest.raises(spanpoint.errors.CassetteMissError, match="not cacheable"):
         with spanpoint.cassette(path, mode="none"):
             describe.invoke({"thing": object()})  # an input with no faithful identity
     assert read_effects(effects) == {}
@@ -322,7 +323,7 @@ def test_match_on_ignores_the_system_prompt_when_asked(
     recorded, _ = session(path, make_agent(server.base_url, effects))
     hits = server.hits
     billing = make_agent(server.base_url, effects, system_prompt="You are a billing agent.")
-    with pytest.raises(spanpoint.CassetteMissError, match="system prompt"):
+    with pytest.raises(spanpoint.errors.CassetteMissError, match="system prompt"):
         session(path, billing, mode="none")
     effects.unlink()
     replayed, active = session(path, billing, mode="none", match_on=("messages", "tools"))
@@ -361,7 +362,7 @@ def test_allow_playback_repeats_decides_whether_one_recording_answers_twice(
     with spanpoint.cassette(path):
         recorded = model.invoke("Tickets 7 and 8, please")
     hits, everything = server.hits, ("model", "system_prompt", "messages", "tools", "settings")
-    with pytest.raises(spanpoint.CassetteMissError, match="recorded at another position"):
+    with pytest.raises(spanpoint.errors.CassetteMissError, match="recorded at another position"):
         with spanpoint.cassette(path, mode="none"):
             model.invoke("Tickets 7 and 8, please")
             model.invoke("Tickets 7 and 8, please")
@@ -369,7 +370,7 @@ def test_allow_playback_repeats_decides_whether_one_recording_answers_twice(
         first = model.invoke("Tickets 7 and 8, please")
         second = model.invoke("Tickets 7 and 8, please")
     assert first.content == second.content == recorded.content and twice.replayed == 2
-    with pytest.raises(spanpoint.CassetteMissError, match="already played once"):
+    with pytest.raises(spanpoint.errors.CassetteMissError, match="already played once"):
         with spanpoint.cassette(
             path, mode="none", match_on=everything, allow_playback_repeats=False
         ):

@@ -17,6 +17,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 import spanpoint
+import spanpoint.errors
 from fakes import ConversationModel, count_effect, read_effects
 from spanpoint import semconv, serde
 from spanpoint.calls.cost import run_cost
@@ -362,7 +363,7 @@ def test_bad_input_is_refused_with_the_fix_and_nothing_is_written(
     record(make_runner(tmp_path / "effects"), "orig")
     store = configured_sqlite.store
     before = everything(store)
-    with pytest.raises(spanpoint.ForkError, match=message):
+    with pytest.raises(spanpoint.errors.ForkError, match=message):
         fork(run_id, at=at, output=output, new_run_id="fork-1")
     assert everything(store) == before
 
@@ -372,9 +373,11 @@ def test_a_taken_run_id_or_the_same_one_is_refused(configured_sqlite: Any, tmp_p
     store = configured_sqlite.store
     fork("orig", at="lookup_ticket#2", output="gone", new_run_id="fork-1")
     before = everything(store)
-    with pytest.raises(spanpoint.ForkError, match=r"run 'fork-1-\w+' already exists.*another id"):
+    with pytest.raises(
+        spanpoint.errors.ForkError, match=r"run 'fork-1-\w+' already exists.*another id"
+    ):
         fork("orig", at="lookup_ticket#2", output="other", new_run_id="fork-1")
-    with pytest.raises(spanpoint.ForkError, match=r"needs a new run id"):
+    with pytest.raises(spanpoint.errors.ForkError, match=r"needs a new run id"):
         fork("orig", at="lookup_ticket#2", output="other", new_run_id="orig")
     assert everything(store) == before
 
@@ -392,6 +395,8 @@ def test_a_run_recorded_without_input_identities_is_refused(
         store.put(old)
     store.finish_run(rid("old"), "completed")
     before = everything(store)
-    with pytest.raises(spanpoint.ForkError, match=r"did not keep their input identity.*again"):
+    with pytest.raises(
+        spanpoint.errors.ForkError, match=r"did not keep their input identity.*again"
+    ):
         fork("old", at="lookup_ticket#2", output="gone", new_run_id="fork-1")
     assert everything(store) == before

@@ -86,5 +86,5 @@ def test_a_fork_id_taken_by_a_fork_never_run_is_refused(
 
     record(make_runner(tmp_path / "effects"), "orig")
     fork("orig", at="lookup_ticket#2", output="x", new_run_id="f1")
-    with pytest.raises(spanpoint.ForkError, match="already exists"):
+    with pytest.raises(spanpoint.errors.ForkError, match="already exists"):
         fork("orig", at="lookup_ticket#1", output="y", new_run_id="f1")

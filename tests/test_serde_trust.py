@@ -31,6 +31,7 @@ from langgraph.types import Command, Interrupt, Send
 from pydantic import BaseModel
 
 import spanpoint
+import spanpoint.errors
 from spanpoint import semconv, serde
 from tests.conftest import Telemetry
 from tests.fakes import count_effect, read_effects
@@ -121,14 +122,16 @@ def test_langchain_and_langgraph_values_round_trip_without_configuration() -> No
 )
 def test_a_type_that_is_not_allowed_is_refused_with_the_fix(crafted: object) -> None:
     data = ormsgpack.packb(crafted)
-    with pytest.raises(spanpoint.UntrustedCheckpointError, match=r"configure\(allowed_types="):
+    with pytest.raises(
+        spanpoint.errors.UntrustedCheckpointError, match=r"configure\(allowed_types="
+    ):
         serde.loads("msgpack", data)
     assert "spanpoint_no_such_module" not in sys.modules
 
 
 @pytest.mark.parametrize("tag", ["pickle", "json", "weird", "null-ish"])
 def test_formats_spanpoint_never_writes_are_refused(tag: str) -> None:
-    with pytest.raises(spanpoint.UntrustedCheckpointError, match="not written by spanpoint"):
+    with pytest.raises(spanpoint.errors.UntrustedCheckpointError, match="not written by spanpoint"):
         serde.loads(tag, b'{"lc": 2, "type": "constructor", "id": ["os", "system"]}')
 
 
@@ -194,7 +197,7 @@ def test_a_stored_value_that_cannot_be_rebuilt_is_never_replayed_as_its_raw_fiel
     serde.set_allowed_types([Invoice])
     try:
         data = ormsgpack.packb(_ext(2, __name__, "Invoice", {"number": "I-1", "total": 5}))
-        with pytest.raises(spanpoint.CorruptCheckpointError, match="cannot rebuild"):
+        with pytest.raises(spanpoint.errors.CorruptCheckpointError, match="cannot rebuild"):
             serde.loads("msgpack", data)
     finally:
         serde.set_allowed_types(())
@@ -339,7 +342,7 @@ def test_the_children_of_an_uncacheable_step_never_share_keys_with_top_level_cal
 
 @pytest.mark.parametrize("value", [object(), lambda: 1, threading.Lock()])
 def test_opaque_values_raise_instead_of_hashing_a_type_name(value: object) -> None:
-    with pytest.raises(spanpoint.UnfingerprintableInputError):
+    with pytest.raises(spanpoint.errors.UnfingerprintableInputError):
         serde.fingerprint({"x": value})
 
 

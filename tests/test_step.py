@@ -13,6 +13,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 import spanpoint
+import spanpoint.errors
 from spanpoint import semconv
 from tests.conftest import Telemetry
 
@@ -331,7 +332,7 @@ def test_strict_mode_raises_on_unserializable_output(configured: Telemetry) -> N
     def handle() -> object:
         return asyncio.Lock()
 
-    with pytest.raises(spanpoint.SerializationError, match="cannot serialize a Lock"):
+    with pytest.raises(spanpoint.errors.SerializationError, match="cannot serialize a Lock"):
         with spanpoint.run("strict", strict=True):
             handle()
     assert configured.spans("step")[-1].status.status_code is StatusCode.ERROR
@@ -358,7 +359,7 @@ def test_methods_exclude_self_from_identity(configured: Telemetry) -> None:
 
 @pytest.mark.parametrize("bad", ["", "   ", None, 42, b"bytes"])
 def test_bad_run_ids_are_rejected_clearly(configured: Telemetry, bad: object) -> None:
-    with pytest.raises(spanpoint.InvalidRunIdError, match="run_id must be a"):
+    with pytest.raises(spanpoint.errors.InvalidRunIdError, match="run_id must be a"):
         spanpoint.run(bad)  # type: ignore[arg-type]
 
 

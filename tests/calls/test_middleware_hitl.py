@@ -14,6 +14,7 @@ from langgraph.types import Command, interrupt
 from opentelemetry.trace import StatusCode
 
 import spanpoint
+import spanpoint.graph
 from fakes import ConversationModel, count_effect, read_effects
 from spanpoint import semconv
 
@@ -59,7 +60,7 @@ def start_and_resume(runner: spanpoint.GraphRunner) -> tuple[Any, Any]:
     assert action["name"] == "approve_ticket" and action["args"] == {"ticket_id": 7}
     with spanpoint.run("hitl-7"):
         done = runner.invoke(
-            spanpoint.build_resume_request(paused, {"decisions": [{"type": "approve"}]})
+            spanpoint.graph.build_resume_request(paused, {"decisions": [{"type": "approve"}]})
         )
     assert done.status == "completed"
     return paused, done

@@ -22,6 +22,7 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command, interrupt
 
 import spanpoint
+import spanpoint.graph
 from fakes import ConversationModel, count_effect, read_effects
 from harness import count_redactions
 from spanpoint.calls import seams, tasks
@@ -91,7 +92,7 @@ def test_a_node_executed_again_on_resume_replays_its_model_call(
     runner = spanpoint.GraphRunner(draft_node_graph(effects), name="drafter", strategy="calls")
     with spanpoint.run("resume-1"):
         paused = runner.invoke({"request": "refund"}, thread_id="t-2")
-        done = runner.invoke(spanpoint.build_resume_request(paused, "yes"))
+        done = runner.invoke(spanpoint.graph.build_resume_request(paused, "yes"))
     assert done.output["sent"].startswith("yes: Dear customer")
     chats = configured.spans("chat fake-chat")
     assert [bool(s.attributes.get("spanpoint.replayed")) for s in chats] == [False, True]
@@ -107,7 +108,7 @@ def test_an_explicit_stream_stays_events_and_is_never_replayed(
     )
     with spanpoint.run("stream-1"):
         paused = runner.invoke({"request": "refund"}, thread_id="t-3")
-        runner.invoke(spanpoint.build_resume_request(paused, "yes"))
+        runner.invoke(spanpoint.graph.build_resume_request(paused, "yes"))
     assert kinds(configured, "stream-1") == []  # nothing committed for a stream
     assert configured.spans("chat fake-chat") == []
 

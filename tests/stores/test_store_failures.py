@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import spanpoint
+import spanpoint.errors
 from spanpoint import semconv
 from spanpoint.errors import StoreError
 from spanpoint.stores import MemoryStore, SqliteStore
@@ -114,12 +115,12 @@ def test_a_corrupted_row_executes_instead_of_replaying(
 def test_an_unreadable_store_file_is_a_clear_error(tmp_path: Path) -> None:
     garbage = tmp_path / "not-a-db.db"
     garbage.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(spanpoint.StoreUnavailableError, match=r"not-a-db\.db") as info:
+    with pytest.raises(spanpoint.errors.StoreUnavailableError, match=r"not-a-db\.db") as info:
         SqliteStore(garbage)
     assert "SPANPOINT_STORE" in str(info.value)
     directory = tmp_path / "a-directory.db"
     directory.mkdir()
-    with pytest.raises(spanpoint.StoreUnavailableError, match=r"a-directory\.db"):
+    with pytest.raises(spanpoint.errors.StoreUnavailableError, match=r"a-directory\.db"):
         spanpoint.open_store(directory)
 
 
