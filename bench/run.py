@@ -47,6 +47,10 @@ RSS_SETUPS = (
 )
 
 
+#: The suffix of a setup run on ``--baseline``'s spanpoint instead of this checkout's.
+BASELINE = "@baseline"
+
+
 class Plan:
     """How much to run: rounds × batch per workload, RSS invokes, import repetitions."""
 
@@ -62,6 +66,7 @@ class Plan:
 
         self.rss_invokes = 1_000 if quick else 10_000
         self.imports = 3 if quick else 5
+        self.baseline: Path | None = None
 
 
 # --- the official instrumentation's venv ---------------------------------------------------
@@ -121,10 +126,14 @@ def python_for(setup: str) -> Path | None:
 class Worker:
     """A running ``worker.py``: one setup around one workload."""
 
-    def __init__(self, python: Path, setup: str, workload: str) -> None:
+    def __init__(self, python: Path, setup: str, workload: str, src: Path | None = None) -> None:
         self.setup = setup
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        if src is not None:
+            # Another checkout's spanpoint, ahead of the installed one, for a same-run baseline.
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
-            [str(python), str(HERE / "worker.py"), setup, workload],
+            [str(python), str(HERE / "worker.py"), setup.removesuffix(BASELINE), workload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -132,7 +141,7 @@ class Worker:
             cwd=HERE,
             # The same string hashes in every worker: dict layouts, and so the cost of the
             # same code, differ less between processes (none_again shows what remains).
-            env={**os.environ, "PYTHONHASHSEED": "0"},
+            env=env,
         )
         self.ready = self._read()
 
@@ -172,11 +181,12 @@ def bench_workload(workload: str, names: list[str], plan: Plan) -> dict[str, dic
     """Interleaved rounds over every setup of ``workload``; RSS growth on ``linear``."""
     workers: dict[str, Worker] = {}
     for setup in names:
-        python = python_for(setup)
+        python = python_for(setup.removesuffix(BASELINE))
         if python is None:
             continue
+        src = plan.baseline if setup.endswith(BASELINE) else None
         try:
-            workers[setup] = Worker(python, setup, workload)
+            workers[setup] = Worker(python, setup, workload, src)
         except RuntimeError as exc:
             print(f"[bench] {workload}/{setup}: {exc}", file=sys.stderr)
     samples: dict[str, dict[str, Any]] = {
@@ -216,6 +226,11 @@ def bench_workload(workload: str, names: list[str], plan: Plan) -> dict[str, dic
             "cpu_median_us": statistics.median(data["cpu"]) / 1e3,
             "spans_per_invoke": data["spans"] / n,
         }
+        twin = samples.get(setup + BASELINE)
+        if twin:
+            # This checkout against the baseline's spanpoint, round by round.
+            results[setup]["paired_cpu_vs_baseline"] = _paired(data["round_cpu"], twin, "round_cpu")
+            results[setup]["paired_wall_vs_baseline"] = _paired(data["round_wall"], twin)
         if setup in rss:
             growth = rss[setup]["rss_after"] - rss[setup]["rss_before"]
             results[setup]["rss_growth_mb"] = growth / 2**20
@@ -260,11 +275,19 @@ IMPORTS = {
 
 def bench_imports(plan: Plan) -> dict[str, dict[str, float]]:
     """Median ms to import each package in a fresh process after langgraph's own import."""
+    imports = dict(IMPORTS)
+    if plan.baseline is not None:
+        imports.update(
+            {label + BASELINE: spec for label, spec in IMPORTS.items() if "spanpoint" in label}
+        )
     results = {}
-    for label, (setup, modules) in IMPORTS.items():
+    for label, (setup, modules) in imports.items():
         python = python_for(setup) if setup else Path(sys.executable)
         if python is None:
             continue
+        env = {**os.environ}
+        if label.endswith(BASELINE):
+            env["PYTHONPATH"] = str(plan.baseline)
         base, extra, cpu = [], [], []
         for _ in range(plan.imports):
             out = subprocess.run(
@@ -273,6 +296,7 @@ def bench_imports(plan: Plan) -> dict[str, dict[str, float]]:
                 text=True,
                 check=True,
                 cwd="/",
+                env=env,
             ).stdout.split()
             base.append(float(out[0]))
             extra.append(float(out[1]))
@@ -346,17 +370,19 @@ def table(workload: str, results: dict[str, dict[str, Any]]) -> str:
     rows = [
         f"### {workload}\n",
         "| setup | median µs | ratio | paired ratio | p95 µs | CPU median µs | CPU ratio "
-        "| paired CPU ratio | spans/invoke | RSS growth MB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| paired CPU ratio | spans/invoke | RSS growth MB | paired CPU vs baseline |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for setup, r in results.items():
         ratio = r["wall_median_us"] / base["wall_median_us"] if base else float("nan")
         cpu_ratio = r["cpu_median_us"] / base["cpu_median_us"] if base else float("nan")
         rss = f"{r['rss_growth_mb']:.2f}" if "rss_growth_mb" in r else "–"
+        vs = r.get("paired_cpu_vs_baseline")
+        vs_text = f"{vs:.3f}" if vs is not None else "–"
         rows.append(
             f"| {setup} | {r['wall_median_us']:.0f} | {ratio:.3f} | {r['paired_wall_ratio']:.3f} "
             f"| {r['wall_p95_us']:.0f} | {r['cpu_median_us']:.0f} | {cpu_ratio:.3f} "
-            f"| {r['paired_cpu_ratio']:.3f} | {r['spans_per_invoke']:.1f} | {rss} |"
+            f"| {r['paired_cpu_ratio']:.3f} | {r['spans_per_invoke']:.1f} | {rss} | {vs_text} |"
         )
     return "\n".join(rows)
 
@@ -370,6 +396,13 @@ def main() -> None:
     parser.add_argument("--rss-invokes", type=int, help="invokes for the RSS growth (0: skip)")
     parser.add_argument("--no-steps", action="store_true", help="skip bench_step.py")
     parser.add_argument("--no-imports", action="store_true", help="skip import times")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="the src/ folder of another checkout (e.g. a `git worktree` of main): every "
+        f"spanpoint setup also runs on it as SETUP{BASELINE} in the same rounds, and the "
+        "tables add this checkout's paired ratio against it",
+    )
     parser.add_argument(
         "--scale",
         action="store_true",
@@ -385,11 +418,16 @@ def main() -> None:
     plan = Plan(args.quick)
     if args.rss_invokes is not None:
         plan.rss_invokes = args.rss_invokes
-    started = time.monotonic()
     chosen = args.setups.split(",")
+    if args.baseline is not None:
+        if not (args.baseline / "spanpoint" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: no spanpoint package there; give a src/")
+        plan.baseline = args.baseline.resolve()
+        chosen += [s + BASELINE for s in chosen if s.startswith("spanpoint")]
+    started = time.monotonic()
     report: dict[str, Any] = {"machine": machine(), "versions": versions(), "workloads": {}}
     for workload in args.workloads.split(","):
-        names = [s for s in chosen if workload in setups.SETUPS[s][1]]
+        names = [s for s in chosen if workload in setups.SETUPS[s.removesuffix(BASELINE)][1]]
         report["workloads"][workload] = bench_workload(workload, names, plan)
         print(table(workload, report["workloads"][workload]) + "\n", flush=True)
     if not args.no_imports:

@@ -14,6 +14,8 @@ import weakref
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from pydantic import BaseModel
@@ -253,3 +255,93 @@ def test_a_growing_conversation_keeps_one_running_state() -> None:
     # A second branch from the superseded prefix hashes from the memo: the same as scratch.
     branch = [*branch_point, *turn(999)]
     assert fingerprint(branch) == scratch(branch)
+
+
+# --- changes inside a field, with no assignment ----------------------------------------------
+
+_LEAVES = st.one_of(
+    st.integers(-3, 3),
+    st.booleans(),
+    st.floats(allow_nan=False, width=16),
+    st.sampled_from(["", "x", "wire all money"]),
+    st.none(),
+)
+
+
+def _containers(message: BaseMessage) -> list[Any]:
+    """Every dict and list inside the fields a fingerprint reads, where any value may go: not
+    the lists of content parts and tool calls themselves, whose items must stay dicts."""
+    found: list[Any] = []
+
+    def walk(value: Any, top: bool) -> None:
+        if isinstance(value, dict | list):
+            if not (top and isinstance(value, list)):
+                found.append(value)
+            for item in value.values() if isinstance(value, dict) else value:
+                walk(item, False)
+
+    fields = message.__dict__
+    for name in ("content", "additional_kwargs", "tool_calls", "invalid_tool_calls"):
+        walk(fields.get(name), True)
+    return found
+
+
+def _rich_conversation() -> list[BaseMessage]:
+    return [
+        HumanMessage([{"type": "text", "text": "find the items"}], additional_kwargs={}),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "lookup", "args": {"n": 1, "flags": [1, 2]}, "id": "c1"}],
+            additional_kwargs={"reasoning": {"effort": "low"}},
+        ),
+        ToolMessage([{"type": "text", "text": "item 1"}], tool_call_id="c1"),
+        AIMessage("done", additional_kwargs={}),
+    ]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_a_change_inside_a_field_is_never_missed(data: st.DataObject) -> None:
+    """A container inside a hashed field changed in place (no assignment for the hook to
+    see): every later fingerprint is the one computed from scratch, and so is every digest,
+    whatever the change (a new key, a changed leaf, 1 for True or 1.0, an item appended)."""
+    messages = _rich_conversation()
+    assert fingerprint(messages) == scratch(messages)
+    identity.message_digests(messages)  # memoized
+    for _ in range(data.draw(st.integers(1, 3))):
+        message = data.draw(st.sampled_from(messages))
+        targets = _containers(message)
+        parts = message.content if isinstance(message.content, list) else None
+        if parts is not None and data.draw(st.booleans()):
+            parts.append({"type": "text", "text": data.draw(st.sampled_from(["x", "more"]))})
+            targets = []
+        if not targets:
+            assert fingerprint(messages) == scratch(messages)
+            continue
+        target = data.draw(st.sampled_from(targets))
+        leaf = data.draw(_LEAVES)
+        if isinstance(target, dict):
+            key = data.draw(st.sampled_from([*target, "extra"]))
+            target[key] = leaf
+        elif target and data.draw(st.booleans()):
+            target[data.draw(st.integers(0, len(target) - 1))] = leaf
+        else:
+            target.append(leaf)
+        assert fingerprint(messages) == scratch(messages)
+        assert identity.message_digests(messages) == [
+            identity.message_digest_from_scratch(m) for m in messages
+        ]
+    messages.extend(turn(7))
+    assert fingerprint(messages) == scratch(messages)
+
+
+def test_a_field_marshal_cannot_write_is_hashed_at_every_call() -> None:
+    class Text(str):
+        pass
+
+    messages = agent(2)
+    messages[0].content = [{"type": "text", "text": Text("find the items")}]
+    assert fingerprint(messages) == scratch(messages)
+    messages[0].content[0]["text"] = Text("wire all money")  # in place, unseen by marshal
+    assert fingerprint(messages) == scratch(messages)
+    assert identity.message_digest(messages[0]) == identity.message_digest_from_scratch(messages[0])

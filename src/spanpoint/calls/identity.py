@@ -29,16 +29,21 @@ identity check) and no hashed message had a field assigned since: ``BaseMessage`
 ``__setattr__``/``__delattr__`` note every assignment to a hashed message (HumanInTheLoop
 replacing ``tool_calls``, a library renaming a message) and the next call hashes from the
 per-message memo again. The result is byte-for-byte the fingerprint computed from scratch
-(:func:`model_call_fingerprint_from_scratch`, which the tests compare it with). As with the
-per-message memo, a container *inside* a field mutated in place (``message.content.append``,
-``tool_calls[0]["args"][k] = v``) is not noticed: LangChain and the libraries built on it
-assign a new value instead.
+(:func:`model_call_fingerprint_from_scratch`, which the tests compare it with).
+
+A container *inside* a field can change in place (``message.content.append(part)``,
+``tool_calls[0]["args"][k] = v``, ``additional_kwargs[k] = v``) with no assignment for the
+hook to see. So a memoized digest, and a kept running state, is used only while the exact
+bytes of every hashed field still match (:func:`_snapshot`: ``marshal``, which is C-fast and
+type-strict, so ``1``, ``1.0`` and ``True`` differ). A field marshal cannot write (an object,
+a subclass of a builtin) leaves its message unmemoized: it is hashed again at every call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import operator
 import threading
 import weakref
@@ -194,27 +199,59 @@ def _provider_kwargs(kwargs: Any) -> Any:
     return kwargs
 
 
-# id(message) -> (weak ref to the message, content, tool_calls, digest). The conversation
-# grows by appending and LangGraph hands the same message objects to every later model call,
-# so each message is encoded once per run instead of once per call. An entry is used only
-# while it points at the very message, that message still holds the same content and
-# tool-call objects, and no field of it was assigned since (the edit hook drops the entry:
+# id(message) -> (weak ref to the message, snapshot of its hashed fields, digest). The
+# conversation grows by appending and LangGraph hands the same message objects to every later
+# model call, so each message is encoded once per run instead of once per call. An entry is
+# used only while it points at the very message and the bytes of its hashed fields are the
+# ones hashed (:func:`_snapshot`); an assignment to a field drops it at once (the edit hook:
 # HumanInTheLoop, for one, replaces an AIMessage's tool_calls). Entries leave with their
 # message, so the cache never keeps a conversation alive.
-_MESSAGE_DIGESTS: dict[int, tuple[weakref.ref[BaseMessage], Any, Any, bytes]] = {}
+_MESSAGE_DIGESTS: dict[int, tuple[weakref.ref[BaseMessage], bytes, bytes]] = {}
 _MAX_CACHED_MESSAGES = 65536
 
 
+def _hashed_fields(fields: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The fields a model call's fingerprint reads, from a message's ``__dict__``."""
+    get = fields.get
+    return (
+        get("type"),
+        get("role"),
+        get("content"),
+        get("name"),
+        get("status"),
+        get("additional_kwargs"),
+        get("tool_calls"),
+        get("invalid_tool_calls"),
+        get("tool_call_id"),  # not in the digest: the conversation's linkage reads it
+    )
+
+
+def _snapshot(value: Any) -> bytes | None:
+    """The exact bytes of ``value`` (hashed fields, or a list of them), or None when marshal
+    cannot write it (an object, a subclass of a builtin, nesting too deep): then nothing
+    derived from it is memoized, and it is hashed again at every call."""
+    try:
+        return marshal.dumps(value, _MARSHAL_VERSION)
+    except ValueError:
+        return None
+
+
+#: Version 0 writes a value's content only: later versions mark shared objects by reference
+#: count and strings by whether they are interned, so equal content could differ in bytes.
+_MARSHAL_VERSION = 0
+
+
 def message_digest(message: BaseMessage) -> bytes:
-    """sha256 of :func:`message_content`, memoized per message object until one of its fields
-    is assigned (the edit hook, see the module docstring)."""
-    fields = message.__dict__
-    content, tool_calls = fields.get("content"), fields.get("tool_calls")
+    """sha256 of :func:`message_content`, memoized per message object while the bytes of its
+    hashed fields stay the same (see the module docstring)."""
     key = id(message)
+    snapshot = _snapshot(_hashed_fields(message.__dict__))
     entry = _MESSAGE_DIGESTS.get(key)
-    if entry and entry[0]() is message and entry[1] is content and entry[2] is tool_calls:
-        return entry[3]
+    if entry and snapshot is not None and entry[0]() is message and entry[1] == snapshot:
+        return entry[2]
     found = hashlib.sha256(_json(message_content(message))).digest()
+    if snapshot is None:
+        return found  # a field marshal cannot write: never memoized
     if BaseMessage.__setattr__ is not _HOOK[0]:
         note_message_edits()
     kind = type(message)
@@ -229,7 +266,7 @@ def message_digest(message: BaseMessage) -> bytes:
         ref = weakref.ref(message, lambda _ref: _forget(key, _ref))
     except TypeError:  # not weak-referenceable: do not cache
         return found
-    _MESSAGE_DIGESTS[key] = (ref, content, tool_calls, found)
+    _MESSAGE_DIGESTS[key] = (ref, snapshot, found)
     return found
 
 
@@ -290,7 +327,7 @@ def model_call_fingerprint_from_scratch(
     again (no message memo, no running state): the reference the incremental hashing must
     equal, byte for byte."""
     model_part = _model_identity(model, ls_params)
-    digests = [_fresh_digest(m) for m in messages]
+    digests = [message_digest_from_scratch(m) for m in messages]
     rest = _json_text(
         [
             CALL_KEY_VERSION,
@@ -308,7 +345,8 @@ def model_call_fingerprint_from_scratch(
     return h.hexdigest()
 
 
-def _fresh_digest(message: BaseMessage) -> bytes:
+def message_digest_from_scratch(message: BaseMessage) -> bytes:
+    """:func:`message_digest` with no memo: the reference it must equal."""
     return hashlib.sha256(_json(message_content(message))).digest()
 
 
@@ -330,12 +368,14 @@ class _Conversation:
     ``positions``: first-seen position of each tool-call id (shared with the first
     conversation that extends this one, which only adds ids at positions ``>= ids``).
     ``prefix`` holds the messages before the last one (strongly: their ids must not be reused
-    while this is kept); the last one is weak, and this entry leaves with it.
+    while this is kept); the last one is weak, and this entry leaves with it. ``snapshot``:
+    the bytes of every hashed field of the ``length`` messages (:func:`_snapshot`), which a
+    later call must find again before it extends this state.
     """
 
     __slots__ = (
         "edits", "hashed", "header", "ids", "items", "last", "length", "linkage", "positions",
-        "prefix", "shared",
+        "prefix", "shared", "snapshot",
     )  # fmt: skip
 
     def __init__(
@@ -347,8 +387,10 @@ class _Conversation:
         linkage: Any,
         items: int,
         positions: dict[Any, int],
+        snapshot: bytes | None,
     ) -> None:
         self.header = header
+        self.snapshot = snapshot
         self.prefix = messages[:-1]
         self.length = len(messages)
         self.last: weakref.ref[BaseMessage] | None = None
@@ -389,6 +431,7 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
     n = len(messages)
     base: _Conversation | None = None
     get = _CONVERSATIONS.get
+    rows = [_hashed_fields(m.__dict__) for m in messages]
     for j in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1):
         found = get(id(messages[j]))
         if (
@@ -399,6 +442,8 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             and found.last() is messages[j]
             and found.header == header
             and all(map(_is, found.prefix, messages))
+            # Nothing inside a hashed field changed in place since (module docstring).
+            and found.snapshot == _snapshot(rows[: j + 1])
         ):
             base = found
             break
@@ -432,9 +477,10 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             text = _json_text(sequence)[1:-1]
             linkage.update(_utf8(f",{text}" if items else text))
             items += len(sequence)
-        state = _Conversation(header, messages, edits, hashed, linkage, items, positions)
+        snapshot = _snapshot(rows)
+        state = _Conversation(header, messages, edits, hashed, linkage, items, positions, snapshot)
         result = state.fingerprint()
-        if _EDITS[0] == edits and all(map(_noted, new)):
+        if snapshot is not None and _EDITS[0] == edits and all(map(_noted, new)):
             _keep(state, messages[-1])
             if base is not None:
                 # Superseded: the conversation goes on from the new state. A kept state holds
@@ -609,19 +655,22 @@ def message_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
 
     Called with a conversation's new messages (:func:`_incremental`), with all of them
     when no kept running state covers a prefix, and with the messages an input view shows.
-    Proving that a prefix's messages still hold the same content objects costs about what
-    this loop's memo hits cost (measured); the edit hook is what lets the running state skip
-    the prefix, checked only for identity.
+    A hit costs one ``marshal`` of the message's hashed fields, compared with the bytes
+    hashed (see the module docstring).
     """
     cache_get = _MESSAGE_DIGESTS.get
     digests: list[bytes] = []
     append = digests.append
+    dumps, fields_of = marshal.dumps, _hashed_fields
     for message in messages:
         entry = cache_get(id(message))
         if entry is not None and entry[0]() is message:
-            fields = message.__dict__
-            if entry[1] is fields.get("content") and entry[2] is fields.get("tool_calls"):
-                append(entry[3])
+            try:
+                same = dumps(fields_of(message.__dict__), _MARSHAL_VERSION) == entry[1]
+            except ValueError:
+                same = False
+            if same:
+                append(entry[2])
                 continue
         append(message_digest(message))
     return digests
