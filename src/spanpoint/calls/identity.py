@@ -239,6 +239,8 @@ def _snapshot(value: Any) -> bytes | None:
 #: Version 0 writes a value's content only: later versions mark shared objects by reference
 #: count and strings by whether they are interned, so equal content could differ in bytes.
 _MARSHAL_VERSION = 0
+#: The bytes before a marshalled list's items (its type and length).
+_LIST_HEADER = len(marshal.dumps([], _MARSHAL_VERSION))
 
 
 def message_digest(message: BaseMessage) -> bytes:
@@ -369,8 +371,9 @@ class _Conversation:
     conversation that extends this one, which only adds ids at positions ``>= ids``).
     ``prefix`` holds the messages before the last one (strongly: their ids must not be reused
     while this is kept); the last one is weak, and this entry leaves with it. ``snapshot``:
-    the bytes of every hashed field of the ``length`` messages (:func:`_snapshot`), which a
-    later call must find again before it extends this state.
+    the marshalled hashed fields of the ``length`` messages, one after another (the items of
+    :func:`_snapshot` of their list), which a later call must find again before it extends
+    this state.
     """
 
     __slots__ = (
@@ -431,7 +434,9 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
     n = len(messages)
     base: _Conversation | None = None
     get = _CONVERSATIONS.get
-    rows = [_hashed_fields(m.__dict__) for m in messages]
+    # One marshal of every message's hashed fields: a kept state's messages are unchanged
+    # exactly when their bytes begin this (each item's bytes delimit themselves).
+    whole = _snapshot([_hashed_fields(m.__dict__) for m in messages])
     for j in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1):
         found = get(id(messages[j]))
         if (
@@ -443,7 +448,8 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             and found.header == header
             and all(map(_is, found.prefix, messages))
             # Nothing inside a hashed field changed in place since (module docstring).
-            and found.snapshot == _snapshot(rows[: j + 1])
+            and whole is not None
+            and whole.startswith(found.snapshot, _LIST_HEADER)
         ):
             base = found
             break
@@ -477,7 +483,7 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             text = _json_text(sequence)[1:-1]
             linkage.update(_utf8(f",{text}" if items else text))
             items += len(sequence)
-        snapshot = _snapshot(rows)
+        snapshot = whole[_LIST_HEADER:] if whole is not None else None
         state = _Conversation(header, messages, edits, hashed, linkage, items, positions, snapshot)
         result = state.fingerprint()
         if snapshot is not None and _EDITS[0] == edits and all(map(_noted, new)):
