@@ -100,10 +100,10 @@ def test_installed_plugin_records_marked_tests_only_and_replays_them_offline(
     assert (tmp_path / "dump.txt").read_text() == first
 
     # Named on the command line, the module is the one already loaded (no double load), and
-    # the instrumented session is what -p asks for.
-    with ChatServer({}, {}) as server:
-        named = session(
-            tmp_path, server.base_url, "-p", "spanpoint.pytest_plugin", "-k", "not unmarked"
-        )
+    # the instrumented session is what -p asks for. Its calls go to the recorded URL (a call's
+    # key holds where it is sent), whose server is gone: nothing may go live.
+    named = session(
+        tmp_path, server.base_url, "-p", "spanpoint.pytest_plugin", "-k", "not unmarked"
+    )
     assert named.returncode == 0, named.stdout + named.stderr
     assert "spanpoint: instrumented" in named.stdout

@@ -54,6 +54,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
 from spanpoint import _json, serde
+from spanpoint.capture import is_secret_key
 from spanpoint.errors import UnfingerprintableInputError
 
 T = TypeVar("T")
@@ -683,13 +684,66 @@ def message_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
 
 
 def _model_identity(model: Any, ls_params: Mapping[str, Any]) -> str:
-    """The model's part of a model call's identity, as the inside of a JSON list."""
+    """The model's part of a model call's identity, as the inside of a JSON list: its type,
+    identifying params, LangSmith params and how it was constructed."""
     try:
         identifying: Any = dict(model._identifying_params)
     except Exception:  # a model without identifying params is identified by type and params
         identifying = None
     kind = f"{type(model).__module__}.{type(model).__qualname__}"
-    return _json_text([kind, identifying, dict(ls_params)])[1:-1]
+    parts: list[Any] = [kind, identifying, dict(ls_params)]
+    constructed = _constructor(model)
+    if constructed is not None:
+        parts.append(constructed)
+    return _json_text(parts)[1:-1]
+
+
+def _constructor(model: Any) -> Any:
+    """What a LangChain-serializable model was constructed with (``dumpd``), or None.
+
+    Identifying params leave out where a request goes and what shape the reply takes: a
+    ``base_url`` (another server, another deployment), ``default_headers`` and
+    ``default_query`` (an ``api-version``), ``use_responses_api`` and ``output_version``.
+    The constructor arguments hold them all. Secrets are ``dumpd``'s ids, never values, and a
+    header that names a credential is left out (rotating a key changes no answer); an
+    argument ``dumpd`` cannot write keeps its type, not its ``repr`` (an address that differs
+    in every process).
+    """
+    try:
+        if not model.is_lc_serializable():
+            return None
+        from langchain_core.load import dumpd
+
+        return _stable(dumpd(model))
+    except Exception:  # a model dumpd cannot describe is identified by its params alone
+        return None
+
+
+def _stable(value: Any) -> Any:
+    """``dumpd``'s output with nothing that differs between processes or credentials."""
+    if isinstance(value, Mapping):
+        if value.get("type") == "not_implemented" and "id" in value:
+            return {"not_implemented": value["id"]}
+        return {
+            str(k): _headers(v) if k == "default_headers" and isinstance(v, Mapping) else _stable(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """Request headers without the ones that carry a credential."""
+    return {
+        str(k): v
+        for k, v in headers.items()
+        if not is_secret_key(str(k)) and str(k).lower() not in _CREDENTIAL_HEADERS
+    }
+
+
+#: Request headers that carry a credential whatever the capture policy's words say.
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "x-api-key"})
 
 
 _MODEL_IDENTITIES: FieldMemo[tuple[Mapping[str, Any], str]] = FieldMemo()
