@@ -147,10 +147,10 @@ class PanelQuery:
     def id(self) -> str:
         return f"{self.dashboard}:{self.panel}:{self.ref}"
 
-    def resolved(self) -> str:
-        """The expression with Grafana's variables replaced by test values."""
+    def resolved(self, values: dict[str, str] = PROMQL_VARIABLES) -> str:
+        """The expression with Grafana's variables replaced by test ``values``."""
         expr = self.expr
-        for name, value in PROMQL_VARIABLES.items():
+        for name, value in values.items():
             expr = expr.replace(name, value)
         leftover = re.findall(r"\$\{?\w+", expr)
         assert not leftover, f"{self.id}: no test value for variables {leftover}"
