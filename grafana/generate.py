@@ -99,9 +99,19 @@ def p(quantile: float, selector: str, by: str, metric: str = DURATION) -> str:
     return f"histogram_quantile({quantile}, sum by (le, {by}) ({rate}))"
 
 
-def increase(metric: str, by: str) -> str:
-    """PromQL for a counter's increase over the dashboard's range, per ``by``, in $service."""
-    return f"sum by ({by}) (increase({metric}{{{SERVICE}}}[$__range]))"
+def increase(metric: str, by: str, selector: str = SERVICE) -> str:
+    """PromQL for how much a counter grew over the dashboard's range, per ``by``.
+
+    Every process exports its own series (``instance`` is its ``service.instance.id``),
+    counting from zero when it starts. ``increase()`` alone sees a series only from its first
+    sample, so a series born inside the range (a short-lived worker, a CLI run, a new label
+    value) would add nothing of what it counted before it was first scraped. A series that
+    already existed when the range began counts its ``increase()``; one born inside the range
+    counts its whole last value.
+    """
+    series = f"{metric}{{{selector}}}"
+    existed = f"increase({series}[$__range]) and {series} offset $__range"
+    return f"sum by ({by}) (({existed}) or last_over_time({series}[$__range]))"
 
 
 def service_variable() -> dash.QueryVariable:
@@ -147,7 +157,7 @@ def _run_panels() -> list:
         totals(
             "Runs by status",
             "spanpoint.run root spans by spanpoint.run.status (span metrics), in the time range.",
-            f"sum by (spanpoint_run_status) (increase({CALLS}{{{RUN_SPAN}}}[$__range]))",
+            increase(CALLS, "spanpoint_run_status", RUN_SPAN),
             "{{spanpoint_run_status}}",
         ),
         totals(
@@ -228,26 +238,33 @@ def _boundary_panels() -> list:
             "Cost paid by runs (USD)",
             "Price-table cost of the model calls runs executed, by graph, over the time range "
             "(spanpoint.run.cost).",
-            "sum by (gen_ai_agent_name) "
-            f"(increase(spanpoint_run_cost_total{{{SERVICE}}}[$__range]))",
+            increase("spanpoint_run_cost_total", "gen_ai_agent_name"),
             "{{gen_ai_agent_name}}",
         ),
         totals(
             "Cost saved by replay (USD)",
             "Price-table cost of the model calls replayed instead of executed, by graph, over "
             "the time range (spanpoint.run.cost.saved).",
-            "sum by (gen_ai_agent_name) "
-            f"(increase(spanpoint_run_cost_saved_total{{{SERVICE}}}[$__range]))",
+            increase("spanpoint_run_cost_saved_total", "gen_ai_agent_name"),
             "{{gen_ai_agent_name}}",
+        ),
+        # gen_ai.client.operation.cost: a histogram, so its _sum is the cost of every executed
+        # model call, here by the model that answered (the one the price table priced).
+        totals(
+            "Cost of executed model calls by model (USD)",
+            "Price-table cost of every model call executed in the time range, by response "
+            "model (gen_ai.client.operation.cost).",
+            increase("gen_ai_client_operation_cost_sum", "gen_ai_response_model"),
+            "{{gen_ai_response_model}}",
         ),
     ]
 
 
 def _model_and_tool_panels() -> list:
     chat = f'{SERVICE}, gen_ai_operation_name="chat"'
-    failed = f"sum by (gen_ai_tool_name) (increase({CALLS}{{{TOOL}, {ERROR}}}[$__range]))"
+    failed = increase(CALLS, "gen_ai_tool_name", f"{TOOL}, {ERROR}")
     # Tools that never failed rank with 0 rather than vanishing from the table.
-    every_tool = f"0 * sum by (gen_ai_tool_name) (increase({CALLS}{{{TOOL}}}[$__range]))"
+    every_tool = f"0 * {increase(CALLS, 'gen_ai_tool_name', TOOL)}"
     return [
         series(
             "Token usage by model",

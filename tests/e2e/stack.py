@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "grafana" / "dashboards"
+STACK_SH = ROOT / "scripts" / "e2e" / "stack.sh"
 T = TypeVar("T")
 
 
@@ -45,6 +49,23 @@ class Stack:
         """Parse the ``export KEY=VALUE`` lines ``stack.sh start`` prints."""
         pairs = (line.removeprefix("export ").split("=", 1) for line in text.splitlines())
         return cls({key: value for key, value in pairs})
+
+
+@contextmanager
+def running_stack(state: Path) -> Iterator[Stack]:
+    """Start the stack with ``stack.sh`` (state, logs and pids in ``state``); stop it on exit,
+    whether the body passed or not."""
+    try:
+        started = subprocess.run(
+            ["bash", str(STACK_SH), "start", str(state)],
+            capture_output=True,
+            text=True,
+            timeout=3600,  # a cold machine builds the collector and Jaeger first
+        )
+        assert started.returncode == 0, f"stack.sh start failed:\n{started.stderr[-4000:]}"
+        yield Stack.from_exports(started.stdout)
+    finally:
+        subprocess.run(["bash", str(STACK_SH), "stop", str(state)], timeout=120, check=False)
 
 
 def get_json(url: str, **params: str) -> Any:
@@ -126,10 +147,10 @@ class PanelQuery:
     def id(self) -> str:
         return f"{self.dashboard}:{self.panel}:{self.ref}"
 
-    def resolved(self) -> str:
-        """The expression with Grafana's variables replaced by test values."""
+    def resolved(self, values: dict[str, str] = PROMQL_VARIABLES) -> str:
+        """The expression with Grafana's variables replaced by test ``values``."""
         expr = self.expr
-        for name, value in PROMQL_VARIABLES.items():
+        for name, value in values.items():
             expr = expr.replace(name, value)
         leftover = re.findall(r"\$\{?\w+", expr)
         assert not leftover, f"{self.id}: no test value for variables {leftover}"
@@ -150,8 +171,13 @@ def dashboard_queries() -> list[PanelQuery]:
     return queries
 
 
-def prometheus_query(stack: Stack, expr: str) -> list[dict[str, Any]]:
-    """The result vector of an instant PromQL query; raises on a PromQL error."""
-    answer = get_json(f"{stack.prometheus}/api/v1/query", query=expr)
+def prometheus_query(stack: Stack, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    """The result vector of an instant PromQL query (now, or at unix time ``at``); raises on
+    a PromQL error."""
+    params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+    try:
+        answer = get_json(f"{stack.prometheus}/api/v1/query", **params)
+    except urllib.error.HTTPError as refused:  # a PromQL error: say which
+        raise AssertionError(f"Prometheus refused {expr}: {refused.read().decode()}") from None
     assert answer["status"] == "success", answer
     return answer["data"]["result"]

@@ -34,6 +34,7 @@ from tests.e2e.stack import (
     log_records,
     parent_of,
     prometheus_query,
+    running_stack,
     span_tags,
     wait_for,
 )
@@ -41,7 +42,6 @@ from tests.e2e.stack import (
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
-STACK_SH = ROOT / "scripts" / "e2e" / "stack.sh"
 SERVICE = "spanpoint-e2e"
 
 
@@ -57,18 +57,8 @@ class Runs:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A running collector + Jaeger + Prometheus, torn down even when a test fails."""
-    state = tmp_path_factory.mktemp("stack")
-    try:
-        started = subprocess.run(
-            ["bash", str(STACK_SH), "start", str(state)],
-            capture_output=True,
-            text=True,
-            timeout=3600,  # a cold machine builds the collector and Jaeger first
-        )
-        assert started.returncode == 0, f"stack.sh start failed:\n{started.stderr[-4000:]}"
-        yield Stack.from_exports(started.stdout)
-    finally:
-        subprocess.run(["bash", str(STACK_SH), "stop", str(state)], timeout=120, check=False)
+    with running_stack(tmp_path_factory.mktemp("stack")) as running:
+        yield running
 
 
 def _run(args: list[str], env: dict[str, str], cwd: Path) -> None:
