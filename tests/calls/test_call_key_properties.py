@@ -270,7 +270,12 @@ def runtime_key(
     runtime = ToolRuntime(
         state={"messages": build(specs, salt)},
         context=context,
-        config={"configurable": configurable, "metadata": {"run": salt}},
+        # What LangGraph writes into the metadata per step and attempt (never the caller's).
+        config={
+            "configurable": configurable,
+            "metadata": {"langgraph_step": salt, "checkpoint_ns": salt, "ls_run_depth": salt},
+            "tags": [f"seq:step:{salt}"],
+        },
         stream_writer=lambda _chunk: None,
         tool_call_id="call-1",
         store=None,

@@ -3,8 +3,9 @@
 seams, zero-code with either strategy; see :data:`ROUTES`), sync and async.
 
 The cases are generated: every way a tool reads an injected input (``ToolRuntime.context``,
-``ToolRuntime.state``, ``ToolRuntime.config``'s ``configurable``, ``InjectedState`` whole and
-by field) × route × sync/async. For each, the same run id is run for alice, then bob, then
+``ToolRuntime.state``, ``ToolRuntime.config``'s ``configurable`` and ``metadata``, a
+``RunnableConfig`` parameter's ``configurable``, ``metadata`` and ``tags``, ``InjectedState``
+whole and by field) × route × sync/async. For each, the same run id is run for alice, then bob, then
 alice again: bob never gets alice's answer (his call executes), alice's second attempt
 replays hers. A tool that can read a store is not cacheable: it executes every time, with a
 warning naming the argument.
@@ -23,7 +24,8 @@ import pytest
 from langchain.agents import AgentState, create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import tool
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import InjectedState, InjectedStore
 from langgraph.store.memory import InMemoryStore
 
@@ -65,6 +67,40 @@ def balance_tools(effects: Path) -> dict[str, Any]:
         return answer(runtime.config["configurable"]["user_id"])
 
     @tool
+    def from_runtime_metadata(runtime: ToolRuntime) -> str:
+        """The current user's balance."""
+        return answer(runtime.config["metadata"]["user"])
+
+    @tool
+    def from_config(config: RunnableConfig) -> str:
+        """The current user's balance."""
+        return answer(config["configurable"]["user_id"])
+
+    @tool
+    def from_config_metadata(config: RunnableConfig) -> str:
+        """The current user's balance."""
+        return answer(config["metadata"]["user"])
+
+    @tool
+    def from_config_tags(settings: RunnableConfig) -> str:
+        """The current user's balance."""
+        return answer(next(t for t in settings["tags"] if t in BALANCES))
+
+    class FromConfigSubclass(BaseTool):
+        """A tool class of its own whose _run takes the config."""
+
+        name: str = "from_config_subclass"
+        description: str = "The current user's balance."
+
+        def _run(self, config: RunnableConfig) -> str:
+            return answer(config["configurable"]["user_id"])
+
+        async def _arun(self, config: RunnableConfig) -> str:
+            return answer(config["configurable"]["user_id"])
+
+    from_config_subclass = FromConfigSubclass()
+
+    @tool
     def from_state(state: Annotated[dict[str, Any], InjectedState]) -> str:
         """The current user's balance."""
         return answer(state["user"])
@@ -76,7 +112,18 @@ def balance_tools(effects: Path) -> dict[str, Any]:
 
     return {
         t.name: t
-        for t in (from_context, from_runtime_state, from_configurable, from_state, from_state_field)
+        for t in (
+            from_context,
+            from_runtime_state,
+            from_configurable,
+            from_runtime_metadata,
+            from_config,
+            from_config_metadata,
+            from_config_tags,
+            from_config_subclass,
+            from_state,
+            from_state_field,
+        )
     }
 
 
@@ -84,6 +131,11 @@ READS = [
     "from_context",
     "from_runtime_state",
     "from_configurable",
+    "from_runtime_metadata",
+    "from_config",
+    "from_config_metadata",
+    "from_config_tags",
+    "from_config_subclass",
     "from_state",
     "from_state_field",
 ]
@@ -128,10 +180,16 @@ def ask(
     """The tool results the agent gives ``user`` inside run ``run_id``, and the run's warnings."""
     request = {"messages": [{"role": "user", "content": "my balance?"}], "user": user}
     configurable = {"user_id": user}
+    # Who asks, in every place a caller's config can say it.
+    extra = {"metadata": {"user": user}, "tags": [user]}
     context = Account(user) if context is None else context
     runner = spanpoint.GraphRunner(agent, name="accounts", strategy="calls")
     call = spanpoint.RunRequest.start(
-        request, thread_id=f"{run_id}-thread", context=context, configurable=configurable
+        request,
+        thread_id=f"{run_id}-thread",
+        context=context,
+        configurable=configurable,
+        config=extra,
     )
 
     def output(result: Any) -> Any:
@@ -140,7 +198,9 @@ def ask(
     async def body() -> Any:
         if route == "seams":
             return await runner.ainvoke(call)
-        return await agent.ainvoke(request, {"configurable": configurable}, context=context)
+        return await agent.ainvoke(
+            request, {"configurable": configurable, **extra}, context=context
+        )
 
     if use_async:
 
@@ -155,7 +215,9 @@ def ask(
             if route == "seams":
                 out = runner.invoke(call)
             else:
-                out = agent.invoke(request, {"configurable": configurable}, context=context)
+                out = agent.invoke(
+                    request, {"configurable": configurable, **extra}, context=context
+                )
         warnings = list(scope.warnings)
     messages = output(out)["messages"]
     return [str(m.content) for m in messages if isinstance(m, ToolMessage)], warnings

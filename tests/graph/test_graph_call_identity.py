@@ -1,11 +1,12 @@
 """A graph call's key covers everything its result depends on: the input, the thread,
-LangGraph's runtime ``context``, every ``configurable`` value and the call's keyword arguments.
+LangGraph's runtime ``context``, every ``configurable`` value, the caller's ``metadata`` and
+``tags`` and the call's keyword arguments.
 A graph that can reach a LangGraph store is never cached as a graph call.
 
 The same rule holds through every route that makes a graph call a boundary (:data:`ROUTES`:
 ``GraphRunner`` and the zero-code instrumentor, sync and async). The cases are generated: two
 attempts of one run id call the graph on one thread with generated contexts, configurable
-values and keyword arguments. When the two calls differ in anything but a print-only
+values, metadata, tags and keyword arguments. When the two calls differ in anything but a print-only
 keyword, the second executes (the executions are counted in a file); when they are equal, it
 replays the first's output.
 """
@@ -80,7 +81,10 @@ def plain_graph(effects: Path, store: Any = None) -> Any:
     def read(state: State, runtime: Runtime) -> dict[str, Any]:
         count_effect(effects, state["q"])
         held = runtime.store.get(("balances",), "alice") if runtime.store else None
-        seen = (runtime.context, _visible(get_config()["configurable"]), held and held.value)
+        config = get_config()
+        tags = sorted(t for t in config.get("tags", ()) if "step" not in t)
+        said = (config.get("metadata", {}).get("user"), tags)
+        seen = (runtime.context, _visible(config["configurable"]), said, held and held.value)
         return {"seen": repr(seen)}
 
     def answer(state: State) -> dict[str, Any]:
@@ -103,9 +107,11 @@ def call(
     thread: str,
     configurable: dict[str, Any],
     kwargs: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> tuple[Any, list[str]]:
-    """One attempt of ``run_id`` that calls ``graph`` once: (its output, the run's warnings)."""
-    config = {"configurable": {"thread_id": thread, **configurable}}
+    """One attempt of ``run_id`` that calls ``graph`` once: (its output, the run's warnings).
+    ``extra``: more of the config (metadata, tags)."""
+    config = {"configurable": {"thread_id": thread, **configurable}, **(extra or {})}
     runner = spanpoint.GraphRunner(graph, name="g")
 
     def body() -> Any:
@@ -153,14 +159,22 @@ keywords = st.fixed_dictionaries(
         "debug": st.just(False),  # prints only: never part of the key
     },
 )
-calls = st.tuples(contexts, configurables, keywords)
+extras = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": st.fixed_dictionaries({}, optional={"user": st.sampled_from(["alice", "bob"])}),
+        "tags": st.lists(st.sampled_from(["alice", "bob", "nightly"]), max_size=2),
+    },
+)
+calls = st.tuples(contexts, configurables, keywords, extras)
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     def norm(spec: tuple[Any, ...]) -> Any:
-        context, configurable, kwargs = spec
+        context, configurable, kwargs, extra = spec
         rest = {k: v for k, v in kwargs.items() if k != "debug"}
-        return (type(context), context, configurable, rest)
+        said = (extra.get("metadata") or {}, sorted(set(extra.get("tags") or ())))
+        return (type(context), context, configurable, rest, said)
 
     return norm(a) == norm(b)
 
@@ -175,9 +189,9 @@ def test_differing_calls_never_replay_each_other(
     graph = plain_graph(effects)
     tag = f"q{next(_TAGS)}"
     outputs = []
-    for context, configurable, kwargs in (first, second):
+    for context, configurable, kwargs, extra in (first, second):
         kw = dict(kwargs) if context is None else {**kwargs, "context": context}
-        output, _ = call(route, graph, f"run-{tag}", {"q": tag}, tag, configurable, kw)
+        output, _ = call(route, graph, f"run-{tag}", {"q": tag}, tag, configurable, kw, extra)
         outputs.append(output)
     expected = 1 if _same(first, second) else 2
     assert read_effects(effects)[tag] == expected, (first, second)
@@ -352,3 +366,28 @@ def test_a_stream_of_a_graph_that_reaches_a_store_is_never_returned_from_its_thr
         seen.append(repr(streamed))
     assert read_effects(effects)["st"] == 2
     assert "10" in seen[0] and "99" in seen[1]
+
+
+@pytest.mark.parametrize("route", ROUTES, indirect=True)
+@pytest.mark.parametrize(
+    "alice, bob",
+    [
+        ({"metadata": {"user": "alice"}}, {"metadata": {"user": "bob"}}),
+        ({"tags": ["alice"]}, {"tags": ["bob"]}),
+    ],
+    ids=["metadata", "tags"],
+)
+def test_what_the_caller_says_in_the_config_is_an_input(
+    route: str, alice: dict[str, Any], bob: dict[str, Any], tmp_path: Path
+) -> None:
+    """A node that reads who asks from the config's metadata or tags: bob's attempt of alice's
+    run id executes and answers bob; LangGraph's own step tags and metadata change no key
+    (alice's second attempt replays)."""
+    effects = tmp_path / "effects.txt"
+    graph = plain_graph(effects)
+    answers = [
+        call(route, graph, "run-said", {"q": "said"}, "t-said", {}, {}, extra)[0]["answer"]
+        for extra in (alice, bob, alice)
+    ]
+    assert read_effects(effects)["said"] == 2
+    assert "alice" in answers[0] and "bob" in answers[1] and answers[2] == answers[0]

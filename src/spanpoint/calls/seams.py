@@ -187,7 +187,9 @@ def _amodel_seam(original: Callable[..., Any]) -> Callable[..., Any]:
 # --- tool calls --------------------------------------------------------------------------
 
 
-def tool_spec(tool: Any, tool_input: Any, call_id: Any) -> BoundarySpec | None:
+def tool_spec(
+    tool: Any, tool_input: Any, call_id: Any, config: Any = None
+) -> BoundarySpec | None:
     """The ``execute_tool {tool}`` boundary of one ``BaseTool.run`` call, or None to pass."""
     durable = _wanted()
     name = str(getattr(tool, "name", None) or type(tool).__name__)
@@ -198,8 +200,14 @@ def tool_spec(tool: Any, tool_input: Any, call_id: Any) -> BoundarySpec | None:
         name=name,
         args=tool_input,
         call_id=call_id,
-        # ToolNode injected the state, store and runtime into the input already.
-        injected=injected.injected_from_input(tool, tool_input, call_id),
+        # ToolNode injected the state, store and runtime into the input already; a
+        # RunnableConfig parameter gets the config run() is given, else the caller's.
+        injected=injected.injected_from_input(
+            tool,
+            tool_input,
+            call_id,
+            config if config is not None else var_child_runnable_config.get(),
+        ),
     )
     return call_spec.tool_call_spec(call, settings().capture, replay=durable)
 
@@ -228,7 +236,7 @@ def _whole_result(spec: BoundarySpec, tool_input: Any, kwargs: dict[str, Any]) -
 
 def _tool_seam(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
-        spec = tool_spec(self, tool_input, kwargs.get("tool_call_id"))
+        spec = tool_spec(self, tool_input, kwargs.get("tool_call_id"), kwargs.get("config"))
         if spec is None:
             return original(self, tool_input, *args, **kwargs)
         if spec.replay:
@@ -240,7 +248,7 @@ def _tool_seam(original: Callable[..., Any]) -> Callable[..., Any]:
 
 def _atool_seam(original: Callable[..., Any]) -> Callable[..., Any]:
     async def arun(self: Any, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
-        spec = tool_spec(self, tool_input, kwargs.get("tool_call_id"))
+        spec = tool_spec(self, tool_input, kwargs.get("tool_call_id"), kwargs.get("config"))
         if spec is None:
             return await original(self, tool_input, *args, **kwargs)
         if spec.replay:

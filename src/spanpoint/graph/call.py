@@ -21,6 +21,7 @@ from spanpoint import _json, semconv, serde, spans
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
 from spanpoint.calls import seams, tasks
 from spanpoint.calls.attributes import graph_input_attributes, graph_output_attributes
+from spanpoint.calls.injected import caller_config
 from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
 from spanpoint.events import add_bounded_event
@@ -85,15 +86,16 @@ _HEAD, _MIDDLE, _TAIL = _plain_identity_template()
 
 def request_fingerprint(req: RunRequest, kwargs: Mapping[str, Any]) -> str | None:
     """``serde.fingerprint`` of a call's identity, for the common call that has only an input
-    and a thread (None otherwise): the same digest, with only the input and the thread id
-    encoded per call. Keys stay those of the general path (tests/graph/test_graph_runner.py checks
-    that both agree)."""
+    and a thread, no caller metadata or tags (None otherwise): the same digest, with only the
+    input and the thread id encoded per call. Keys stay those of the general path
+    (tests/graph/test_graph_runner.py checks that both agree)."""
     if (
         req.checkpoint_ns is not None
         or req.context is not None
         or req.configurable
         or kwargs
         or req.config.get("configurable")
+        or (req.config and caller_config(req.config))
     ):
         return None
     try:
@@ -218,7 +220,8 @@ class GraphCall:
     ) -> dict[str, Any]:
         """What identifies a graph call's input (never stored: only its fingerprint), by the
         rule the zero-code patches key by (spanpoint.graph.identity)."""
-        configurable = req.graph_config()["configurable"]  # the config's and the request's
+        config = req.graph_config()
+        configurable = config["configurable"]  # the config's and the request's
         return graph_call_identity(
             self.graph,
             req.input,
@@ -228,6 +231,7 @@ class GraphCall:
             configurable=configurable,
             kwargs=kwargs,
             durable=durable,
+            config=config,
         )
 
     def _describe(self, result: RunResult) -> dict[str, Any]:

@@ -4,8 +4,10 @@ A graph call's key covers everything its result can depend on: the input, the th
 (``thread_id``, ``checkpoint_ns``), LangGraph's runtime ``context``, every value of
 ``config["configurable"]`` except the ones LangGraph and spanpoint manage (the ``__pregel_*``
 internals, ``checkpoint_map``), and every keyword argument of the call except the ones that only
-print (``debug``, ``print_mode``). The rest of the config (tags, metadata, callbacks, run
-name, recursion limit) names or observes a call without changing a result it returns.
+print (``debug``, ``print_mode``), and the ``metadata`` and ``tags`` the caller gave (a node or
+a tool reads ``config["metadata"]["user"]``; what LangGraph adds there per step is left out).
+The rest of the config (callbacks, run name) names or observes a call without changing a
+result it returns.
 
 A graph that can reach a LangGraph store (compiled with ``store=``, in a sub-graph, or given
 through the config's runtime) is never cached as a graph call: a store's contents change
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spanpoint import serde
+from spanpoint.calls.injected import caller_config
 from spanpoint.run import RunScope, current_frame
 
 #: Keys of ``config["configurable"]`` that are no input of the call: LangGraph's internals
@@ -48,11 +51,13 @@ def graph_call_identity(
     configurable: Mapping[str, Any] | None,
     kwargs: Mapping[str, Any],
     durable: bool = True,
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The identity of one graph call (fingerprinted, never stored).
 
     ``configurable`` may hold the thread (it is left out: ``thread_id`` and ``checkpoint_ns``
-    stand on their own). ``context`` wins over a ``context`` keyword. ``durable``: the call is
+    stand on their own). ``config``: the call's whole config, for its caller's metadata and
+    tags. ``context`` wins over a ``context`` keyword. ``durable``: the call is
     a boundary whose output replays, so a reachable store makes it not cacheable; a rerun
     key (``durable=False``, recognising a thread's progress) does not depend on a store.
     """
@@ -78,6 +83,9 @@ def graph_call_identity(
         "configurable": values,
         "kwargs": kw,
     }
+    given = caller_config(config)
+    if given:  # absent when empty: a call without them keeps the key it had
+        identity["caller"] = given
     if durable:
         store = getattr(runtime, "store", None) or reachable_store(graph)
         if store is not None:

@@ -239,6 +239,7 @@ def _identity(
         configurable=configurable,
         kwargs=rest,
         durable=durable,
+        config=config if isinstance(config, Mapping) else None,
     )
 
 
