@@ -95,6 +95,26 @@ def any_store(
 
 
 @pytest.fixture
+def route(request: pytest.FixtureRequest, configured: Telemetry) -> Iterator[str]:
+    """The route a test's calls take, parametrized indirectly: a name starting ``zero_code``
+    runs with the zero-code instrumentor on (``zero_code_calls``: the calls strategy, else
+    ``graph_call``); any other name is the test's own to set up."""
+    name = str(request.param)
+    if not name.startswith("zero_code"):
+        yield name
+        return
+    from spanpoint.instrumentation import SpanpointInstrumentor
+
+    instrumentor = SpanpointInstrumentor()
+    strategy = "calls" if name.startswith("zero_code_calls") else "graph_call"
+    instrumentor.instrument(tracer_provider=configured.provider, strategy=strategy)
+    try:
+        yield name
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.fixture
 def configured(memory_store: MemoryStore) -> Iterator[Telemetry]:
     """spanpoint on a fresh SDK provider + in-memory exporter + MemoryStore."""
     telemetry = make_telemetry(memory_store)

@@ -10,7 +10,7 @@ message holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +45,6 @@ EDITS: dict[str, Callable[[HumanMessage], None]] = {
     "a nested field": lambda m: m.additional_kwargs["meta"].__setitem__("amount", 99999),
     "1 for True": lambda m: m.additional_kwargs["meta"].__setitem__("approved", 1),
 }
-
-
-@pytest.fixture
-def route(request: pytest.FixtureRequest, configured: Any) -> Iterator[str]:
-    if not request.param.startswith("zero_code"):
-        yield str(request.param)
-        return
-    from spanpoint.instrumentation import SpanpointInstrumentor
-
-    instrumentor = SpanpointInstrumentor()
-    strategy = "calls" if request.param == "zero_code_calls" else "graph_call"
-    instrumentor.instrument(tracer_provider=configured.provider, strategy=strategy)
-    try:
-        yield str(request.param)
-    finally:
-        instrumentor.uninstrument()
 
 
 def attempt(route: str, agent: Any, run_id: str, message: HumanMessage) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -149,22 +149,6 @@ READS = [
 #: (it adds the middleware to ``create_agent``).
 ROUTES = ["middleware", "seams", "zero_code", "zero_code_calls"]
 CALL_ROUTES = ["middleware", "seams", "zero_code_calls"]
-
-
-@pytest.fixture
-def route(request: pytest.FixtureRequest, configured: Any) -> Iterator[str]:
-    if not request.param.startswith("zero_code"):
-        yield str(request.param)
-        return
-    from spanpoint.instrumentation import SpanpointInstrumentor
-
-    instrumentor = SpanpointInstrumentor()
-    strategy = "calls" if request.param == "zero_code_calls" else "graph_call"
-    instrumentor.instrument(tracer_provider=configured.provider, strategy=strategy)
-    try:
-        yield str(request.param)
-    finally:
-        instrumentor.uninstrument()
 
 
 def agent_for(route: str, tool_: Any, **kw: Any) -> Any:

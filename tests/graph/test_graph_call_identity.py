@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import io
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -54,21 +53,6 @@ class State(TypedDict, total=False):
     q: str
     seen: str
     answer: str
-
-
-@pytest.fixture
-def route(request: pytest.FixtureRequest, configured: Any) -> Iterator[str]:
-    if not request.param.startswith("zero_code"):
-        yield str(request.param)
-        return
-    from spanpoint.instrumentation import SpanpointInstrumentor
-
-    instrumentor = SpanpointInstrumentor()
-    instrumentor.instrument(tracer_provider=configured.provider)
-    try:
-        yield str(request.param)
-    finally:
-        instrumentor.uninstrument()
 
 
 def _visible(configurable: dict[str, Any]) -> dict[str, Any]:
