@@ -151,6 +151,13 @@ _DEFAULT_ALLOWED: dict[str, tuple[str, ...]] = {
     # Their former module path (see _MOVED): older checkpoints name it.
     "spanpoint.graph_results": ("RunResult", "InterruptInfo"),
 }
+#: LangChain's message classes, written field by field when a value holds one of them exactly.
+_MESSAGE_CLASSES: frozenset[tuple[str, str]] = frozenset(
+    (module, name)
+    for module, names in _DEFAULT_ALLOWED.items()
+    if module.startswith("langchain_core.messages.")
+    for name in names
+)
 #: Modules that moved (old path -> new path): a checkpoint naming the old path still reads.
 _MOVED = {"spanpoint.graph_results": "spanpoint.graph.results"}
 #: Class methods a checkpoint may name (LangGraph writes datetimes as ``fromisoformat``).
@@ -257,6 +264,10 @@ def _target(module: Any, name: Any) -> Any:
 # The msgpack extension codes LangGraph's writer uses (the reader below accepts no others).
 _EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD = 0, 1, 2, 3
 _EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2, _EXT_NUMPY = 4, 5, 6
+#: spanpoint's own extension: a LangChain message written field by field (each field through
+#: the exact writer below) and rebuilt with ``model_construct``, so it reads back as the very
+#: fields it was written with. LangGraph's writer uses codes 0–6.
+MESSAGE_EXTENSION = _EXT_MESSAGE = 64
 _UNPACK = ormsgpack.OPT_NON_STR_KEYS
 #: Bound once: every read of a checkpoint, and the read-back check of every commit, calls it.
 _unpackb = ormsgpack.unpackb
@@ -265,7 +276,15 @@ _unpackb = ormsgpack.unpackb
 _EXT_HEADER = re.compile(rb"[\xc7-\xc9\xd4-\xd8]")
 #: The extensions that name a type (or a method) and its arguments.
 _CALL_CODES = frozenset(
-    (_EXT_ONE_ARG, _EXT_POS_ARGS, _EXT_KW_ARGS, _EXT_METHOD, _EXT_PYDANTIC_V1, _EXT_PYDANTIC_V2)
+    (
+        _EXT_ONE_ARG,
+        _EXT_POS_ARGS,
+        _EXT_KW_ARGS,
+        _EXT_METHOD,
+        _EXT_PYDANTIC_V1,
+        _EXT_PYDANTIC_V2,
+        _EXT_MESSAGE,
+    )
 )
 _SEQUENCES = (list, tuple)
 
@@ -326,6 +345,8 @@ class _Reviver:
             raise CorruptCheckpointError(f"a stored {module}.{name} has no field mapping")
         if code == _EXT_KW_ARGS:
             return target(**args)
+        if code == _EXT_MESSAGE:
+            return _construct_message(module, name, target, args)
         try:
             return target(**args)
         except Exception as exc:
@@ -337,6 +358,20 @@ class _Reviver:
             # exactly the stored fields rather than lose the value (LangGraph does the same).
             build = target.model_construct if code == _EXT_PYDANTIC_V2 else target.construct
             return build(**args)
+
+
+def _construct_message(module: str, name: str, target: Any, args: dict[str, Any]) -> Any:
+    """A message written by :meth:`_Preparer.message`: its fields as they were, unvalidated
+    (validating could rewrite them), with the fields its writer had set explicitly."""
+    if (module, name) not in _MESSAGE_CLASSES:
+        raise UntrustedCheckpointError(
+            f"refusing a stored {module}.{name} written as a message: spanpoint writes only "
+            "LangChain's own message classes that way"
+        )
+    fields, fields_set = args.get("fields"), args.get("set")
+    if not isinstance(fields, dict) or not isinstance(fields_set, list):
+        raise CorruptCheckpointError(f"a stored {module}.{name} has no field mapping")
+    return target.model_construct(_fields_set=set(fields_set), **fields)
 
 
 def _numpy_array(payload: Any) -> Any:
@@ -474,6 +509,9 @@ class _Preparer:
         writer = _PREPARERS.get(cls)
         if writer is not None:
             return writer(self, value, depth)
+        written = _message_name(cls)
+        if written is not None and not value.__pydantic_private__:
+            return self.message(value, written, depth)
         self.opaque = True
         if _is_model(value):
             return value  # LangGraph's writer's own: model_dump, read back and compared
@@ -494,6 +532,21 @@ class _Preparer:
 
     def items(self, value: Any, depth: int) -> list[Any]:
         return [self(item, depth) for item in value]
+
+    def message(self, value: Any, written: tuple[str, str], depth: int) -> Any:
+        """A LangChain message, exactly: every field (and extra field) through this walk, and
+        which fields were set, rebuilt by ``model_construct`` (:func:`_construct_message`).
+        What this writes reads back as written, so such a message needs no read-back."""
+        fields = {key: self(item, depth) for key, item in value.__dict__.items()}
+        extra = value.__pydantic_extra__
+        if extra:
+            for key, item in extra.items():
+                if type(key) is not str:
+                    self.opaque = True
+                    return value
+                fields[key] = self(item, depth)
+        written_set = sorted(value.__pydantic_fields_set__)
+        return _ext(_EXT_MESSAGE, *written, {"fields": fields, "set": written_set})
 
     def pairs(self, value: Any, depth: int) -> list[list[Any]]:
         return [[self(k, depth), self(v, depth)] for k, v in value.items()]
@@ -520,6 +573,23 @@ class _Preparer:
         if ref is not None and tuple(ref) not in _FACTORIES:
             self.opaque = True  # revived only if the user allows it
         return _ext(_EXT_POS_ARGS, "collections", "defaultdict", [ref, self.pairs(value, depth)])
+
+
+#: LangChain's message classes seen so far -> (module, name).
+_message_names: dict[type, tuple[str, str]] = {}
+
+
+def _message_name(cls: type) -> tuple[str, str] | None:
+    """(module, name) when ``cls`` is exactly one of LangChain's message classes (not a
+    subclass: a user's subclass may keep state its fields do not show)."""
+    found = _message_names.get(cls)
+    if found is not None:
+        return found
+    key = (cls.__module__, cls.__name__)
+    if key not in _MESSAGE_CLASSES or getattr(sys.modules.get(key[0]), key[1], None) is not cls:
+        return None
+    _message_names[cls] = key
+    return key
 
 
 def _is_send(value: Any) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 import ormsgpack
 
 from spanpoint import _prices, semconv
+from spanpoint.serde import MESSAGE_EXTENSION
 from spanpoint.stores.base import BoundaryRecord, Checkpoint, CheckpointStore
 
 CURRENCY = "USD"
@@ -138,7 +139,10 @@ class _Stored:
 def _stored(code: int, data: bytes) -> Any:
     value = ormsgpack.unpackb(data, ext_hook=_stored)
     if isinstance(value, list | tuple) and len(value) >= 3 and isinstance(value[1], str):
-        return _Stored(value[1], value[2])
+        fields = value[2]
+        if code == MESSAGE_EXTENSION and isinstance(fields, dict):
+            fields = fields.get("fields")  # spanpoint's exact message: its fields, and which set
+        return _Stored(value[1], fields)
     return value
 
 
