@@ -74,12 +74,13 @@ _MAX_JOURNAL = 1024
 
 
 class _Task:
-    __slots__ = ("frame", "runtime", "scope")
+    __slots__ = ("frame", "runtime", "scope", "writer")
 
     def __init__(self, runtime: Any, scope: RunScope, frame: Frame) -> None:
         self.runtime = runtime  # strong: keeps id(runtime) unique while this entry lives
         self.scope = scope
         self.frame = frame
+        self.writer: weakref.ref[Any] | None = None  # its callback drops this entry
 
 
 _TASKS: OrderedDict[int, _Task] = OrderedDict()
@@ -301,8 +302,8 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         if entry is not None and entry.runtime is runtime:  # another thread got there first
             return entry.scope, entry.frame
         _drop_ended()
-        _TASKS[token] = _Task(runtime, scope, task_frame)
-        _release_with_task(conf, token, runtime)
+        _TASKS[token] = entry = _Task(runtime, scope, task_frame)
+        _release_with_task(conf, token, entry)
         if not threaded:
             _owned(scope)[0].append(token)
         while len(_TASKS) > _MAX_TASKS:
@@ -340,14 +341,16 @@ def _execution(scope: RunScope, enclosing: str, anchor: str, ns: str) -> int:
         return found
 
 
-def _release_with_task(conf: dict[str, Any], token: int, runtime: Any) -> None:
+def _release_with_task(conf: dict[str, Any], token: int, entry: _Task) -> None:
     """Drop the task's entry when LangGraph drops the task: its writer (one per task
     execution, referenced by the task only) is collected then. LangGraph's runtime objects
-    take no weak reference; without a writer the entry waits for its run or the cap."""
+    take no weak reference; without a writer the entry waits for its run or the cap. The
+    weak reference lives in the entry, so an entry dropped first takes its callback along."""
     writer = conf.get(_compat.CONFIG_KEY_SEND)
     if writer is not None:
+        runtime = entry.runtime
         with suppress(TypeError):  # not weakly referenceable
-            weakref.finalize(writer, _forget_task, token, runtime).atexit = False
+            entry.writer = weakref.ref(writer, lambda _ref: _forget_task(token, runtime))
 
 
 # --- the position of a subgraph's tasks ---------------------------------------------------
