@@ -1,20 +1,34 @@
-"""A fan-out run and its replay; what a runner's stream adds per chunk.
+"""A fan-out run against its replay, LangGraph's floor beside them; a stream's cost per chunk.
 
-Two measures, in one process, interleaved round by round:
+Self-contained: the graphs, the model and the measures are all in this file.
 
-- ``fanout``: ``Send`` × 3 into a compiled research subgraph (two model calls and one tool
-  call per branch, no checkpointer) run inside a new ``spanpoint.run``, then the same run
-  again: under ``strategy="calls"`` the graph runs again and every call replays; under
-  ``graph_call`` the whole call replays. The model answers after LATENCY seconds (a
-  provider's round trip; 0 measures spanpoint alone). Target: replay / run <= 0.1.
-- ``stream``: a 200-step graph streamed in ``updates`` mode, bare (``graph.stream``) and through
-  ``GraphRunner.stream`` inside a run; the difference per chunk is what the runner adds.
+``fanout`` (this source tree, one subprocess, every measure interleaved round by round):
+``Send`` × 3 into a compiled research subgraph, each branch two model calls and one tool call
+(nine calls), no checkpointer. Per round, three runs of the same graph shape:
 
-``--baseline SRC`` measures the stream part again with spanpoint imported from another source
-tree (``/work/main/src``: today's), in a subprocess, and prints both: the per-chunk cost
-compared in the same run.
+- **floor**: the plain graph (``graph.invoke``, no spanpoint) with an instant model: what
+  LangGraph itself costs to run the nine nodes' worth of work, the least any replay can cost
+  under ``strategy="calls"`` (the graph runs again and each call replays inside it);
+- **run**: ``GraphRunner.invoke`` inside a new ``spanpoint.run``, every call executed;
+- **replay**: the same run again (a rerun of the completed run): under ``calls`` the graph
+  runs and each of the nine calls replays; under ``graph_call`` the whole call replays.
 
-Run: ``.venv/bin/python bench/bench_fanout.py [--rounds 5] [--latency 0.05] [--baseline SRC]``.
+Each model and tool call takes LATENCY seconds (0: an instant model, spanpoint and LangGraph
+alone; 0.05: a provider's round trip). The bench checks what it measures: a run executes nine
+calls, a replay none. Target: replay / run <= 0.1.
+
+``--profile``: where the time of an instant-model replay under ``calls`` goes, by package
+(a sampling profiler over every thread).
+
+``stream`` (one subprocess per source tree per round, trees in alternating order): a graph of
+CHUNK_STEPS steps streamed in ``updates`` mode, bare (``graph.stream``) and through
+``GraphRunner.stream`` inside a run, with no checkpointer and with ``InMemorySaver`` (a thread
+with state: the path that plans a rerun). Per chunk = the stream's wall time over its chunks
+(the stream's fixed costs spread over CHUNK_STEPS chunks); added = runner - bare. ``--baseline
+[NAME=]SRC`` (repeatable) adds another source tree, e.g. a ``git worktree`` of an earlier commit.
+
+Run: ``.venv/bin/python bench/bench_fanout.py [--rounds 7] [--latency 0.05] [--profile]
+[--baseline base=/tmp/fanout-base/src ...]``.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -39,17 +54,36 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Send
 
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
 CHUNK_STEPS = 200
 LIMIT = {"recursion_limit": CHUNK_STEPS + 10}
+TOPICS = ["a", "b", "c"]
+CALLS = 3 * len(TOPICS)
 
 
-def _fanout_graph(latency: float) -> Any:
+class Executions:
+    """Real executions of the bench's model and tool (a check on the bench, not an answer)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.count += 1
+
+
+def fanout_graph(latency: float, executions: Executions) -> Any:
+    """Send × 3 into a compiled subgraph: plan (model), search (tool), write (model)."""
+
     class Model(BaseChatModel):
         @property
         def _llm_type(self) -> str:
             return "bench"
 
         def _generate(self, messages: list[BaseMessage], *a: Any, **k: Any) -> ChatResult:
+            executions.add()
             time.sleep(latency)
             turns = sum(isinstance(m, AIMessage) for m in messages)
             reply = AIMessage(content=f"{messages[0].content} turn {turns}")
@@ -58,6 +92,7 @@ def _fanout_graph(latency: float) -> Any:
     @tool
     def search(query: str) -> str:
         """Search."""
+        executions.add()
         time.sleep(latency)
         return f"results for {query}"
 
@@ -101,15 +136,8 @@ def _fanout_graph(latency: float) -> Any:
     return outer.compile()
 
 
-def _chunk_graph() -> Any:
-    class Count(TypedDict):
-        n: int
-
-    g = StateGraph(Count)
-    g.add_node("bump", lambda s: {"n": s["n"] + 1})
-    g.add_edge(START, "bump")
-    g.add_conditional_edges("bump", lambda s: END if s["n"] >= CHUNK_STEPS else "bump")
-    return g.compile()
+QUESTION = {"topics": TOPICS, "reports": []}
+REPORTS = sorted(f"{t} turn 1" for t in TOPICS)
 
 
 def _setup(folder: Path) -> None:
@@ -122,80 +150,270 @@ def _setup(folder: Path) -> None:
     )
 
 
-def measure_stream(rounds: int, folder: Path) -> dict[str, float]:
-    """Per chunk, in µs: the bare stream, and the runner's stream inside a run."""
+def _timed(fn: Any) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+# --- fan-out: run, replay, floor -------------------------------------------------------------
+
+
+def measure_fanout(rounds: int, latency: float, strategy: str, folder: Path) -> dict[str, Any]:
+    """Wall ms (medians over rounds) of the floor, a run and its replay; checked as it goes."""
     import spanpoint
 
     _setup(folder)
-    graph = _chunk_graph()
-    runner = spanpoint.GraphRunner(graph, name="chunks", strategy="calls")
-    bare, ran = [], []
-    # A RunRequest: the form both today's runner and older ones take.
-    request = spanpoint.RunRequest.start({"n": 0}, thread_id="t", config=LIMIT)
-    for r in range(rounds):
-        started = time.perf_counter()
-        chunks = list(graph.stream({"n": 0}, LIMIT, stream_mode="updates"))
-        bare.append((time.perf_counter() - started) / len(chunks))
-        with spanpoint.run(f"stream-{r}"):
-            started = time.perf_counter()
-            chunks = list(runner.stream(request, stream_mode="updates"))
-            ran.append((time.perf_counter() - started) / len(chunks))
+    counted = Executions()
+    runner = spanpoint.GraphRunner(fanout_graph(latency, counted), name="fanout", strategy=strategy)
+    plain = fanout_graph(0.0, Executions())
+    floors, runs, replays = [], [], []
+    for r in range(-1, rounds):  # round -1 warms up
+        floor = _timed(lambda: plain.invoke(QUESTION))
+        results = []
+        for bucket in (runs, replays):  # the first attempt runs, the second replays
+            before = counted.count
+            with spanpoint.run(f"fanout-{strategy}-{latency}-{r}"):
+                started = time.perf_counter()
+                results.append(runner.invoke(QUESTION, thread_id=f"t{r}"))
+                took = time.perf_counter() - started
+            executed = counted.count - before
+            expected = CALLS if bucket is runs else 0
+            assert executed == expected, f"{strategy}: {executed} executions, not {expected}"
+            assert sorted(results[-1].output["reports"]) == REPORTS, results[-1].output
+            if r >= 0:
+                bucket.append(took)
+        if r >= 0:
+            floors.append(floor)
+    run, replay, floor = (statistics.median(x) for x in (runs, replays, floors))
     return {
-        "bare_us_per_chunk": statistics.median(bare) * 1e6,
-        "runner_us_per_chunk": statistics.median(ran) * 1e6,
-        "added_us_per_chunk": (statistics.median(ran) - statistics.median(bare)) * 1e6,
+        "run_ms": run * 1e3,
+        "replay_ms": replay * 1e3,
+        "floor_ms": floor * 1e3,
+        "replay_over_run": replay / run,
+        "floor_over_run": floor / run,
+        "floor_share_of_replay": floor / replay,
+        "replay_ratio_per_round": [round(p / q, 3) for p, q in zip(replays, runs, strict=True)],
     }
 
 
-def measure_fanout(
-    rounds: int, latency: float, folder: Path, strategy: str = "calls"
-) -> dict[str, float]:
-    """Wall ms of a fan-out run and of its replay (medians), and their ratio."""
+PACKAGES = ("langgraph", "langchain_core", "spanpoint", "opentelemetry", "pydantic", "ormsgpack")
+#: Frames where a thread waits rather than works (LangGraph's main thread on its branches,
+#: an idle pool thread): not counted.
+WAITING = {("threading.py", "wait"), ("threading.py", "acquire"), ("queue.py", "get")}
+
+
+def _package(filename: str) -> str:
+    for name in PACKAGES:
+        if f"/{name}/" in filename:
+            return name
+    return f"other: {Path(filename).name}"
+
+
+def _owner(frame: Any) -> str:
+    """Whose code this is: the first of spanpoint and LangGraph met walking out of the stack
+    (LangChain's runnables that LangGraph calls are LangGraph's; a model call spanpoint's
+    seam replays is spanpoint's)."""
+    while frame is not None:
+        name = _package(frame.f_code.co_filename)
+        if name in ("spanpoint", "langgraph"):
+            return name
+        frame = frame.f_back
+    return "neither"
+
+
+def _sample(
+    frames: dict[int, Any], own: int, counts: dict[str, int], owners: dict[str, int]
+) -> None:
+    for ident, frame in frames.items():
+        if ident == own:
+            continue
+        where = (Path(frame.f_code.co_filename).name, frame.f_code.co_name)
+        if where in WAITING or frame.f_code.co_name == "_worker":
+            continue
+        name = _package(frame.f_code.co_filename)
+        counts[name] = counts.get(name, 0) + 1
+        owner = _owner(frame)
+        owners[owner] = owners.get(owner, 0) + 1
+
+
+def profile_replay(replays: int, folder: Path) -> dict[str, Any]:
+    """Where an instant-model replay under ``calls`` spends its time, by package: a sampling
+    profiler over every thread (LangGraph runs the branches on its pool's threads, which a
+    deterministic profiler of the calling thread would not see). A sample is counted for the
+    package of the innermost Python frame of each thread that is not waiting."""
     import spanpoint
 
     _setup(folder)
-    runner = spanpoint.GraphRunner(_fanout_graph(latency), name="fanout", strategy=strategy)
-    question = {"topics": ["a", "b", "c"], "reports": []}
-    runs, replays = [], []
-    for r in range(rounds):
-        for bucket in (runs, replays):  # the first attempt runs, the second replays
-            with spanpoint.run(f"fanout-{r}"):
+    runner = spanpoint.GraphRunner(fanout_graph(0.0, Executions()), name="fanout", strategy="calls")
+    with spanpoint.run("profiled"):
+        runner.invoke(QUESTION, thread_id="p")
+    counts: dict[str, int] = {}
+    owners: dict[str, int] = {}
+    done = threading.Event()
+
+    def sampler() -> None:
+        own = threading.get_ident()
+        while not done.is_set():
+            _sample(sys._current_frames(), own, counts, owners)
+            time.sleep(0.0002)
+
+    thread = threading.Thread(target=sampler, daemon=True)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0001)  # the sampler gets its turn at an even pace, not at waits
+    thread.start()
+    try:
+        for _ in range(replays):
+            with spanpoint.run("profiled"):
+                runner.invoke(QUESTION, thread_id="p")
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+    total = sum(counts.values())
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:8]
+    return {
+        "replays": replays,
+        "samples": total,
+        "owner_share": {k: round(v / total, 3) for k, v in sorted(owners.items())},
+        "innermost_frame_share": {k: round(v / total, 3) for k, v in ranked},
+    }
+
+
+def fanout_worker(rounds: int, latencies: list[float], profile: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for latency in latencies:
+            for strategy in ("calls", "graph_call"):
+                folder = Path(tmp) / f"{strategy}-{latency}"
+                folder.mkdir()
+                out[f"{strategy} @ {latency * 1e3:g} ms/call"] = measure_fanout(
+                    rounds, latency, strategy, folder
+                )
+        if profile:
+            folder = Path(tmp) / "profile"
+            folder.mkdir()
+            out["profile"] = profile_replay(profile, folder)
+    return out
+
+
+# --- stream: per chunk, bare and through the runner -------------------------------------------
+
+
+def chunk_graph(checkpointer: Any) -> Any:
+    class Count(TypedDict):
+        n: int
+
+    g = StateGraph(Count)
+    g.add_node("bump", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "bump")
+    g.add_conditional_edges("bump", lambda s: END if s["n"] >= CHUNK_STEPS else "bump")
+    return g.compile(checkpointer=checkpointer)
+
+
+def stream_worker(reps: int) -> dict[str, Any]:
+    """Per chunk, µs (medians over reps): bare and runner, for each saver; one tree."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    import spanpoint
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        _setup(Path(tmp))
+        for saver in ("none", "memory"):
+            graph = chunk_graph(InMemorySaver() if saver == "memory" else None)
+            runner = spanpoint.GraphRunner(graph, name="chunks", strategy="calls")
+            bare, ran = [], []
+            for r in range(-1, reps):  # rep -1 warms up
+                thread = {"configurable": {"thread_id": f"bare-{saver}-{r}"}, **LIMIT}
                 started = time.perf_counter()
-                runner.invoke(question, thread_id=f"t-{r}")
-                bucket.append(time.perf_counter() - started)
-    run, replay = statistics.median(runs), statistics.median(replays)
-    return {"run_ms": run * 1e3, "replay_ms": replay * 1e3, "replay_over_run": replay / run}
+                n = sum(1 for _ in graph.stream({"n": 0}, thread, stream_mode="updates"))
+                took_bare = (time.perf_counter() - started) / n
+                # A RunRequest: the form every version of the runner takes.
+                request = spanpoint.RunRequest.start({"n": 0}, thread_id=f"s-{r}", config=LIMIT)
+                with spanpoint.run(f"stream-{saver}-{r}"):
+                    started = time.perf_counter()
+                    m = sum(1 for _ in runner.stream(request, stream_mode="updates"))
+                    took_ran = (time.perf_counter() - started) / m
+                assert n == m == CHUNK_STEPS, (n, m)
+                if r >= 0:
+                    bare.append(took_bare)
+                    ran.append(took_ran)
+            b, s = statistics.median(bare) * 1e6, statistics.median(ran) * 1e6
+            out[saver] = {"bare_us": b, "runner_us": s, "added_us": s - b}
+    return out
+
+
+def _worker(src: Path, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src), "SPANPOINT_STRICT": "0"}
+    done = subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, env=env
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"worker on {src} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def compare_streams(trees: dict[str, Path], rounds: int, reps: int) -> dict[str, Any]:
+    """Each round runs every tree's worker, in alternating order; medians over rounds."""
+    per_round: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    names = list(trees)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            per_round[name].append(_worker(trees[name], "--worker", "stream", "--reps", str(reps)))
+    out: dict[str, Any] = {}
+    for name, found in per_round.items():
+        out[name] = {
+            saver: {
+                k: round(statistics.median(f[saver][k] for f in found), 1)
+                for k in ("bare_us", "runner_us", "added_us")
+            }
+            for saver in ("none", "memory")
+        }
+    head = names[0]
+    for name in names[1:]:
+        for saver in ("none", "memory"):
+            deltas = [
+                h[saver]["added_us"] - b[saver]["added_us"]
+                for h, b in zip(per_round[head], per_round[name], strict=True)
+            ]
+            out[f"{head} - {name}"] = out.get(f"{head} - {name}", {})
+            out[f"{head} - {name}"][saver] = {
+                "added_us_median": round(statistics.median(deltas), 1),
+                "added_us_per_round": [round(d, 1) for d in deltas],
+            }
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=5, help="stream reps per worker")
     parser.add_argument("--latency", type=float, default=0.05)
-    parser.add_argument("--baseline", default=None, help="another src tree for the stream part")
-    parser.add_argument("--stream-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile N replays")
+    parser.add_argument(
+        "--baseline", action="append", default=[], metavar="[NAME=]SRC", help="another src tree"
+    )
+    parser.add_argument("--skip", choices=["fanout", "stream"], default=None)
+    parser.add_argument("--worker", choices=["fanout", "stream"], help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ.setdefault("SPANPOINT_STRICT", "0")
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.stream_only:
-            print(json.dumps(measure_stream(args.rounds, Path(tmp))))
-            return
-        results: dict[str, Any] = {"latency_s": args.latency}
-        for strategy in ("calls", "graph_call"):
-            for latency in sorted({0.0, args.latency}):
-                sub = Path(tmp) / f"fanout-{strategy}-{latency}"
-                sub.mkdir()
-                found = measure_fanout(args.rounds, latency, sub, strategy)
-                results[f"fanout {strategy} @{latency}s"] = found
-        stream = Path(tmp) / "stream"
-        stream.mkdir()
-        results["stream"] = measure_stream(args.rounds, stream)
-    if args.baseline:
-        env = {**os.environ, "PYTHONPATH": args.baseline}
-        done = subprocess.run(
-            [sys.executable, __file__, "--stream-only", "--rounds", str(args.rounds)],
-            capture_output=True, text=True, env=env, check=True,
-        )  # fmt: skip
-        results["stream_baseline"] = json.loads(done.stdout.strip().splitlines()[-1])
+    if args.worker == "stream":
+        print(json.dumps(stream_worker(args.reps)))
+        return
+    if args.worker == "fanout":
+        latencies = sorted({0.0, args.latency})
+        print(json.dumps(fanout_worker(args.rounds, latencies, args.profile)))
+        return
+    results: dict[str, Any] = {"rounds": args.rounds}
+    if args.skip != "fanout":
+        go = ["--worker", "fanout", "--rounds", str(args.rounds), "--latency", str(args.latency)]
+        results["fanout"] = _worker(SRC, *go, "--profile", str(args.profile))
+    if args.skip != "stream":
+        trees = {"head": SRC}
+        for given in args.baseline:
+            name, _, path = given.rpartition("=")
+            trees[name or path] = Path(path)
+        results["stream"] = compare_streams(trees, args.rounds, args.reps)
     print(json.dumps(results, indent=2))
 
 
