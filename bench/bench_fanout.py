@@ -18,7 +18,7 @@ alone; 0.05: a provider's round trip). The bench checks what it measures: a run 
 calls, a replay none. Target: replay / run <= 0.1.
 
 ``--profile``: where the time of an instant-model replay under ``calls`` goes, by package
-(a sampling profiler over every thread).
+(cProfile in every thread, own time summed by package).
 
 ``stream`` (one subprocess per source tree per round, trees in alternating order): a graph of
 CHUNK_STEPS steps streamed in ``updates`` mode, bare (``graph.stream``) and through
@@ -34,6 +34,7 @@ Run: ``.venv/bin/python bench/bench_fanout.py [--rounds 7] [--latency 0.05] [--p
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import operator
 import os
@@ -74,8 +75,9 @@ class Executions:
             self.count += 1
 
 
-def fanout_graph(latency: float, executions: Executions) -> Any:
-    """Send × 3 into a compiled subgraph: plan (model), search (tool), write (model)."""
+def fanout_graph(latency: float, executions: Executions, *, calls: bool = True) -> Any:
+    """Send × 3 into a compiled subgraph: plan (model), search (tool), write (model). Without
+    ``calls`` the nodes write the same answers themselves: LangGraph alone."""
 
     class Model(BaseChatModel):
         @property
@@ -109,15 +111,23 @@ def fanout_graph(latency: float, executions: Executions) -> Any:
         topics: list[str]
         reports: Annotated[list[str], operator.add]
 
+    def answer(messages: list[BaseMessage]) -> BaseMessage:
+        if calls:
+            return model.invoke(messages)
+        return AIMessage(
+            f"{messages[0].content} turn {sum(isinstance(m, AIMessage) for m in messages)}"
+        )
+
     def plan(state: Branch) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
+        return {"messages": [answer(state["messages"])]}
 
     def look(state: Branch) -> dict[str, Any]:
-        found = search.invoke({"query": str(state["messages"][0].content)})
+        query = str(state["messages"][0].content)
+        found = search.invoke({"query": query}) if calls else f"results for {query}"
         return {"messages": [HumanMessage(f"notes {found}")]}
 
     def write(state: Branch) -> dict[str, Any]:
-        return {"reports": [str(model.invoke(state["messages"]).content)]}
+        return {"reports": [str(answer(state["messages"]).content)]}
 
     sub = StateGraph(Branch, output_schema=Out)
     for name, fn in (("plan", plan), ("search", look), ("write", write)):
@@ -160,16 +170,32 @@ def _timed(fn: Any) -> float:
 
 
 def measure_fanout(rounds: int, latency: float, strategy: str, folder: Path) -> dict[str, Any]:
-    """Wall ms (medians over rounds) of the floor, a run and its replay; checked as it goes."""
+    """Wall ms (medians over rounds) of the floors, a run and its replay; checked as it goes.
+
+    Two floors, each the best of three in its round, taken before the run in even rounds and
+    after the replay in odd ones: ``plain`` (the graph with an instant model and tool, no
+    spanpoint) and ``langgraph`` (the nodes answer themselves: LangGraph alone)."""
     import spanpoint
 
     _setup(folder)
     counted = Executions()
     runner = spanpoint.GraphRunner(fanout_graph(latency, counted), name="fanout", strategy=strategy)
     plain = fanout_graph(0.0, Executions())
-    floors, runs, replays = [], [], []
+    bare = fanout_graph(0.0, Executions(), calls=False)
+    assert sorted(bare.invoke(QUESTION)["reports"]) == REPORTS
+    plains: list[float] = []
+    bares: list[float] = []
+    runs, replays = [], []
+
+    def floors() -> tuple[float, float]:
+        return (
+            min(_timed(lambda: plain.invoke(QUESTION)) for _ in range(3)),
+            min(_timed(lambda: bare.invoke(QUESTION)) for _ in range(3)),
+        )
+
     for r in range(-1, rounds):  # round -1 warms up
-        floor = _timed(lambda: plain.invoke(QUESTION))
+        if r % 2 == 0:
+            floor = floors()
         results = []
         for bucket in (runs, replays):  # the first attempt runs, the second replays
             before = counted.count
@@ -183,100 +209,110 @@ def measure_fanout(rounds: int, latency: float, strategy: str, folder: Path) -> 
             assert sorted(results[-1].output["reports"]) == REPORTS, results[-1].output
             if r >= 0:
                 bucket.append(took)
+        if r % 2:
+            floor = floors()
         if r >= 0:
-            floors.append(floor)
-    run, replay, floor = (statistics.median(x) for x in (runs, replays, floors))
+            plains.append(floor[0])
+            bares.append(floor[1])
+    run, replay, plain_ms, bare_ms = (statistics.median(x) for x in (runs, replays, plains, bares))
     return {
         "run_ms": run * 1e3,
         "replay_ms": replay * 1e3,
-        "floor_ms": floor * 1e3,
+        "floor_plain_ms": plain_ms * 1e3,
+        "floor_langgraph_ms": bare_ms * 1e3,
         "replay_over_run": replay / run,
-        "floor_over_run": floor / run,
-        "floor_share_of_replay": floor / replay,
+        "floor_langgraph_over_run": bare_ms / run,
+        "langgraph_share_of_replay": bare_ms / replay,
         "replay_ratio_per_round": [round(p / q, 3) for p, q in zip(replays, runs, strict=True)],
     }
 
 
 PACKAGES = ("langgraph", "langchain_core", "spanpoint", "opentelemetry", "pydantic", "ormsgpack")
-#: Frames where a thread waits rather than works (LangGraph's main thread on its branches,
-#: an idle pool thread): not counted.
-WAITING = {("threading.py", "wait"), ("threading.py", "acquire"), ("queue.py", "get")}
+#: C functions in which a thread waits rather than works (LangGraph's calling thread on its
+#: branches, a pool thread between tasks): not counted.
+WAITING = ("acquire' of '_thread", "method 'get' of '_queue", "built-in method time.sleep")
 
 
-def _package(filename: str) -> str:
+def _package(filename: str) -> str | None:
     for name in PACKAGES:
         if f"/{name}/" in filename:
             return name
-    return f"other: {Path(filename).name}"
+    return None
 
 
-def _owner(frame: Any) -> str:
-    """Whose code this is: the first of spanpoint and LangGraph met walking out of the stack
-    (LangChain's runnables that LangGraph calls are LangGraph's; a model call spanpoint's
-    seam replays is spanpoint's)."""
-    while frame is not None:
-        name = _package(frame.f_code.co_filename)
-        if name in ("spanpoint", "langgraph"):
-            return name
-        frame = frame.f_back
-    return "neither"
+def _own_times(stats: dict[Any, Any]) -> dict[str, float]:
+    """Own time by package. A function of none of them (the standard library, a C function)
+    counts for the packages that called it, in proportion to the time each call took there,
+    followed up the callers until a package's function; "other" if none is found."""
+    owners: dict[Any, dict[str, float]] = {}
 
+    def owner(func: Any, seen: frozenset[Any]) -> dict[str, float]:
+        if func in owners:
+            return owners[func]
+        name = _package(func[0])
+        if name is not None:
+            return {name: 1.0}
+        callers = stats[func][4] if func in stats else {}
+        spread = sum(c[3] for c in callers.values())
+        if not spread or func in seen:
+            return {"other": 1.0}
+        found: dict[str, float] = {}
+        for caller, c in callers.items():
+            for pkg, share in owner(caller, seen | {func}).items():
+                found[pkg] = found.get(pkg, 0.0) + share * c[3] / spread
+        owners[func] = found
+        return found
 
-def _sample(
-    frames: dict[int, Any], own: int, counts: dict[str, int], owners: dict[str, int]
-) -> None:
-    for ident, frame in frames.items():
-        if ident == own:
+    shares: dict[str, float] = {}
+    for func, (_cc, _nc, own, _cum, _callers) in stats.items():
+        if func[0] == "~" and any(w in func[2] for w in WAITING):
             continue
-        where = (Path(frame.f_code.co_filename).name, frame.f_code.co_name)
-        if where in WAITING or frame.f_code.co_name == "_worker":
-            continue
-        name = _package(frame.f_code.co_filename)
-        counts[name] = counts.get(name, 0) + 1
-        owner = _owner(frame)
-        owners[owner] = owners.get(owner, 0) + 1
+        for pkg, share in owner(func, frozenset()).items():
+            shares[pkg] = shares.get(pkg, 0.0) + own * share
+    return shares
 
 
 def profile_replay(replays: int, folder: Path) -> dict[str, Any]:
-    """Where an instant-model replay under ``calls`` spends its time, by package: a sampling
-    profiler over every thread (LangGraph runs the branches on its pool's threads, which a
-    deterministic profiler of the calling thread would not see). A sample is counted for the
-    package of the innermost Python frame of each thread that is not waiting."""
+    """Where an instant-model replay under ``calls`` spends its CPU, by package: cProfile in
+    every thread (LangGraph runs the branches on a pool's threads, started per call), timed
+    by each thread's CPU clock (a wall clock would charge a C call that released the GIL with
+    the other threads' turn), own time summed by the package of each function's file (the
+    standard library's and C functions' by the package that called them)."""
     import spanpoint
 
     _setup(folder)
     runner = spanpoint.GraphRunner(fanout_graph(0.0, Executions()), name="fanout", strategy="calls")
     with spanpoint.run("profiled"):
         runner.invoke(QUESTION, thread_id="p")
-    counts: dict[str, int] = {}
-    owners: dict[str, int] = {}
-    done = threading.Event()
+    profiles: list[cProfile.Profile] = []
 
-    def sampler() -> None:
-        own = threading.get_ident()
-        while not done.is_set():
-            _sample(sys._current_frames(), own, counts, owners)
-            time.sleep(0.0002)
+    def start_in_thread(*_: Any) -> None:  # a new thread's first event: profile it from here
+        profile = cProfile.Profile(time.thread_time)
+        profiles.append(profile)
+        profile.enable()
 
-    thread = threading.Thread(target=sampler, daemon=True)
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(0.0001)  # the sampler gets its turn at an even pace, not at waits
-    thread.start()
+    main = cProfile.Profile(time.thread_time)
+    profiles.append(main)
+    threading.setprofile(start_in_thread)
     try:
         for _ in range(replays):
             with spanpoint.run("profiled"):
+                main.enable()
                 runner.invoke(QUESTION, thread_id="p")
+                main.disable()
     finally:
-        done.set()
-        thread.join()
-        sys.setswitchinterval(switch)
-    total = sum(counts.values())
-    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:8]
+        threading.setprofile(None)  # type: ignore[arg-type]
+    shares: dict[str, float] = {}
+    for profile in profiles:
+        profile.create_stats()
+        for name, own in _own_times(profile.stats).items():  # type: ignore[attr-defined]
+            shares[name] = shares.get(name, 0.0) + own
+    total = sum(shares.values())
+    ranked = sorted(shares.items(), key=lambda kv: -kv[1])
     return {
         "replays": replays,
-        "samples": total,
-        "owner_share": {k: round(v / total, 3) for k, v in sorted(owners.items())},
-        "innermost_frame_share": {k: round(v / total, 3) for k, v in ranked},
+        "threads": len(profiles),
+        "own_time_share": {k: round(v / total, 3) for k, v in ranked},
     }
 
 
