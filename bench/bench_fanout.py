@@ -347,8 +347,21 @@ def chunk_graph(checkpointer: Any) -> Any:
     return g.compile(checkpointer=checkpointer)
 
 
+STREAMS = [f"{form} {saver}" for form in ("stream", "astream") for saver in ("none", "memory")]
+
+
+def _count(chunks: Any) -> int:
+    return sum(1 for _ in chunks)
+
+
+async def _acount(chunks: Any) -> int:
+    return sum([1 async for _ in chunks])
+
+
 def stream_worker(reps: int) -> dict[str, Any]:
-    """Per chunk, µs (medians over reps): bare and runner, for each saver; one tree."""
+    """Per chunk, µs (medians over reps): bare and runner, for each form and saver; one tree."""
+    import asyncio
+
     from langgraph.checkpoint.memory import InMemorySaver
 
     import spanpoint
@@ -356,27 +369,32 @@ def stream_worker(reps: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         _setup(Path(tmp))
-        for saver in ("none", "memory"):
+        for case in STREAMS:
+            form, saver = case.split()
             graph = chunk_graph(InMemorySaver() if saver == "memory" else None)
             runner = spanpoint.GraphRunner(graph, name="chunks", strategy="calls")
+
+            def count(chunks: Any, form: str = form) -> int:
+                return _count(chunks) if form == "stream" else asyncio.run(_acount(chunks))
+
             bare, ran = [], []
             for r in range(-1, reps):  # rep -1 warms up
-                thread = {"configurable": {"thread_id": f"bare-{saver}-{r}"}, **LIMIT}
+                thread = {"configurable": {"thread_id": f"bare-{case}-{r}"}, **LIMIT}
                 started = time.perf_counter()
-                n = sum(1 for _ in graph.stream({"n": 0}, thread, stream_mode="updates"))
+                n = count(getattr(graph, form)({"n": 0}, thread, stream_mode="updates"))
                 took_bare = (time.perf_counter() - started) / n
                 # A RunRequest: the form every version of the runner takes.
                 request = spanpoint.RunRequest.start({"n": 0}, thread_id=f"s-{r}", config=LIMIT)
-                with spanpoint.run(f"stream-{saver}-{r}"):
+                with spanpoint.run(f"{case}-{r}"):
                     started = time.perf_counter()
-                    m = sum(1 for _ in runner.stream(request, stream_mode="updates"))
+                    m = count(getattr(runner, form)(request, stream_mode="updates"))
                     took_ran = (time.perf_counter() - started) / m
                 assert n == m == CHUNK_STEPS, (n, m)
                 if r >= 0:
                     bare.append(took_bare)
                     ran.append(took_ran)
             b, s = statistics.median(bare) * 1e6, statistics.median(ran) * 1e6
-            out[saver] = {"bare_us": b, "runner_us": s, "added_us": s - b}
+            out[case] = {"bare_us": b, "runner_us": s, "added_us": s - b}
     return out
 
 
@@ -404,11 +422,11 @@ def compare_streams(trees: dict[str, Path], rounds: int, reps: int) -> dict[str,
                 k: round(statistics.median(f[saver][k] for f in found), 1)
                 for k in ("bare_us", "runner_us", "added_us")
             }
-            for saver in ("none", "memory")
+            for saver in STREAMS
         }
     head = names[0]
     for name in names[1:]:
-        for saver in ("none", "memory"):
+        for saver in STREAMS:
             deltas = [
                 h[saver]["added_us"] - b[saver]["added_us"]
                 for h, b in zip(per_round[head], per_round[name], strict=True)
