@@ -21,11 +21,13 @@ calls, a replay none. Target: replay / run <= 0.1.
 (cProfile in every thread, own time summed by package).
 
 ``stream`` (one subprocess per source tree per round, trees in alternating order): a graph of
-CHUNK_STEPS steps streamed in ``updates`` mode, bare (``graph.stream``) and through
-``GraphRunner.stream`` inside a run, with no checkpointer and with ``InMemorySaver`` (a thread
-with state: the path that plans a rerun). Per chunk = the stream's wall time over its chunks
-(the stream's fixed costs spread over CHUNK_STEPS chunks); added = runner - bare. ``--baseline
-[NAME=]SRC`` (repeatable) adds another source tree, e.g. a ``git worktree`` of an earlier commit.
+CHUNK_STEPS steps streamed in ``updates`` mode, bare (``graph.stream``/``astream``) and through
+``GraphRunner.stream``/``astream`` inside a run, with no checkpointer and with
+``InMemorySaver`` (a thread with state: the path that plans a rerun). Per chunk = the stream's
+wall time over its chunks; added = runner - bare, split into what one more chunk adds (the
+slope from a SHORT_STEPS-chunk stream) and a fixed part per stream. ``--baseline [NAME=]SRC``
+(repeatable) adds another source tree, e.g. a ``git worktree`` of an earlier commit; the
+differences are paired round by round.
 
 Run: ``.venv/bin/python bench/bench_fanout.py [--rounds 7] [--latency 0.05] [--profile]
 [--baseline base=/tmp/fanout-base/src ...]``.
@@ -58,7 +60,7 @@ from langgraph.types import Send
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 CHUNK_STEPS = 200
-LIMIT = {"recursion_limit": CHUNK_STEPS + 10}
+SHORT_STEPS = 20
 TOPICS = ["a", "b", "c"]
 CALLS = 3 * len(TOPICS)
 
@@ -336,14 +338,14 @@ def fanout_worker(rounds: int, latencies: list[float], profile: int) -> dict[str
 # --- stream: per chunk, bare and through the runner -------------------------------------------
 
 
-def chunk_graph(checkpointer: Any) -> Any:
+def chunk_graph(checkpointer: Any, steps: int) -> Any:
     class Count(TypedDict):
         n: int
 
     g = StateGraph(Count)
     g.add_node("bump", lambda s: {"n": s["n"] + 1})
     g.add_edge(START, "bump")
-    g.add_conditional_edges("bump", lambda s: END if s["n"] >= CHUNK_STEPS else "bump")
+    g.add_conditional_edges("bump", lambda s: END if s["n"] >= steps else "bump")
     return g.compile(checkpointer=checkpointer)
 
 
@@ -359,7 +361,12 @@ async def _acount(chunks: Any) -> int:
 
 
 def stream_worker(reps: int) -> dict[str, Any]:
-    """Per chunk, µs (medians over reps): bare and runner, for each form and saver; one tree."""
+    """One tree, each form and saver, medians over reps. Per chunk, µs: a CHUNK_STEPS-chunk
+    stream's wall time over its chunks, bare and through the runner (the stream's fixed costs
+    spread over its chunks). And the split of what the runner adds: ``added_marginal_us``, the
+    slope between a SHORT_STEPS- and a CHUNK_STEPS-chunk stream (what one more chunk costs),
+    and ``added_fixed_ms``, what is left at zero chunks (the span, the rerun plan, the final
+    state)."""
     import asyncio
 
     from langgraph.checkpoint.memory import InMemorySaver
@@ -371,30 +378,42 @@ def stream_worker(reps: int) -> dict[str, Any]:
         _setup(Path(tmp))
         for case in STREAMS:
             form, saver = case.split()
-            graph = chunk_graph(InMemorySaver() if saver == "memory" else None)
-            runner = spanpoint.GraphRunner(graph, name="chunks", strategy="calls")
 
             def count(chunks: Any, form: str = form) -> int:
                 return _count(chunks) if form == "stream" else asyncio.run(_acount(chunks))
 
-            bare, ran = [], []
-            for r in range(-1, reps):  # rep -1 warms up
-                thread = {"configurable": {"thread_id": f"bare-{case}-{r}"}, **LIMIT}
-                started = time.perf_counter()
-                n = count(getattr(graph, form)({"n": 0}, thread, stream_mode="updates"))
-                took_bare = (time.perf_counter() - started) / n
-                # A RunRequest: the form every version of the runner takes.
-                request = spanpoint.RunRequest.start({"n": 0}, thread_id=f"s-{r}", config=LIMIT)
-                with spanpoint.run(f"{case}-{r}"):
+            took: dict[tuple[str, int], list[float]] = {}
+            for steps in (SHORT_STEPS, CHUNK_STEPS):
+                graph = chunk_graph(InMemorySaver() if saver == "memory" else None, steps)
+                runner = spanpoint.GraphRunner(graph, name="chunks", strategy="calls")
+                limit = {"recursion_limit": steps + 10}
+                for r in range(-1, reps):  # rep -1 warms up
+                    thread = {"configurable": {"thread_id": f"bare-{case}-{r}"}, **limit}
                     started = time.perf_counter()
-                    m = count(getattr(runner, form)(request, stream_mode="updates"))
-                    took_ran = (time.perf_counter() - started) / m
-                assert n == m == CHUNK_STEPS, (n, m)
-                if r >= 0:
-                    bare.append(took_bare)
-                    ran.append(took_ran)
-            b, s = statistics.median(bare) * 1e6, statistics.median(ran) * 1e6
-            out[case] = {"bare_us": b, "runner_us": s, "added_us": s - b}
+                    n = count(getattr(graph, form)({"n": 0}, thread, stream_mode="updates"))
+                    bare = time.perf_counter() - started
+                    # A RunRequest: the form every version of the runner takes.
+                    request = spanpoint.RunRequest.start({"n": 0}, thread_id=f"s-{r}", config=limit)
+                    with spanpoint.run(f"{case}-{steps}-{r}"):
+                        started = time.perf_counter()
+                        m = count(getattr(runner, form)(request, stream_mode="updates"))
+                        ran = time.perf_counter() - started
+                    assert n == m == steps, (n, m, steps)
+                    if r >= 0:
+                        took.setdefault(("bare", steps), []).append(bare)
+                        took.setdefault(("runner", steps), []).append(ran)
+            t = {key: statistics.median(v) for key, v in took.items()}
+            added = {
+                steps: t["runner", steps] - t["bare", steps] for steps in (SHORT_STEPS, CHUNK_STEPS)
+            }
+            marginal = (added[CHUNK_STEPS] - added[SHORT_STEPS]) / (CHUNK_STEPS - SHORT_STEPS)
+            out[case] = {
+                "bare_us": t["bare", CHUNK_STEPS] / CHUNK_STEPS * 1e6,
+                "runner_us": t["runner", CHUNK_STEPS] / CHUNK_STEPS * 1e6,
+                "added_us": added[CHUNK_STEPS] / CHUNK_STEPS * 1e6,
+                "added_marginal_us": marginal * 1e6,
+                "added_fixed_ms": (added[SHORT_STEPS] - SHORT_STEPS * marginal) * 1e3,
+            }
     return out
 
 
@@ -420,22 +439,20 @@ def compare_streams(trees: dict[str, Path], rounds: int, reps: int) -> dict[str,
         out[name] = {
             saver: {
                 k: round(statistics.median(f[saver][k] for f in found), 1)
-                for k in ("bare_us", "runner_us", "added_us")
+                for k in ("bare_us", "runner_us", "added_us", "added_marginal_us", "added_fixed_ms")
             }
             for saver in STREAMS
         }
     head = names[0]
     for name in names[1:]:
         for saver in STREAMS:
-            deltas = [
-                h[saver]["added_us"] - b[saver]["added_us"]
-                for h, b in zip(per_round[head], per_round[name], strict=True)
-            ]
-            out[f"{head} - {name}"] = out.get(f"{head} - {name}", {})
-            out[f"{head} - {name}"][saver] = {
-                "added_us_median": round(statistics.median(deltas), 1),
-                "added_us_per_round": [round(d, 1) for d in deltas],
-            }
+            pairs = list(zip(per_round[head], per_round[name], strict=True))
+            found = {}
+            for k in ("added_us", "added_marginal_us", "added_fixed_ms"):
+                deltas = [h[saver][k] - b[saver][k] for h, b in pairs]
+                found[f"{k} median"] = round(statistics.median(deltas), 2)
+                found[f"{k} per round"] = [round(d, 2) for d in deltas]
+            out.setdefault(f"{head} - {name}", {})[saver] = found
     return out
 
 
