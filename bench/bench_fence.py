@@ -8,8 +8,9 @@ Two parts, one command, one run:
   unfenced one (``put`` without an owner: the first commit of a key wins; the heartbeat's
   hold on the key is dropped as the fenced commit does). Both store objects share one file or
   database, and the rounds alternate (fenced first in even rounds, control first in odd
-  ones) so that a load drifting on the machine weighs on both. Per round, the median of the
-  boundary's wall time over ``--boundaries`` boundaries in fresh runs of 20; reported: the
+  ones) so that a load drifting on the machine weighs on both. Per round, over
+  ``--boundaries`` boundaries in fresh runs of 20: the CPU per boundary (this process's, plus
+  the server's on PostgreSQL) and the median wall time of a boundary; reported for each: the
   median over rounds of fenced ÷ control, and the spread (lowest and highest round).
 - **workers**: store CPU per boundary (client threads' CPU inside store calls plus the
   server's CPU) with 1, 2, 4, 8, 16 and 32 PostgreSQL worker processes, against a control of
@@ -82,41 +83,66 @@ def boundary_seconds(spanpoint: Any, step: Any, store: Any, boundaries: int) -> 
     return out
 
 
-def fence_part(kind: str, address: str, rounds: int, boundaries: int, log: Any) -> dict[str, Any]:
+def fence_part(
+    kind: str, address: str, rounds: int, boundaries: int, server_cpu: Any, log: Any
+) -> dict[str, Any]:
+    """Interleaved rounds of the fenced store and its unfenced control on ``address``.
+
+    Per round and variant: the median wall time of a boundary, and the CPU per boundary
+    (this process's, plus the server's for PostgreSQL when ``server_cpu`` can read it). On a
+    machine shared with other work the CPU figure is the steadier one: waiting for a core
+    counts in the wall time only."""
     import spanpoint
 
     @spanpoint.step(name="lookup")
     def lookup(i: int) -> dict[str, Any]:
         return {"ticket": i, "status": "open", "priority": 2, "notes": "x" * 200}
 
+    def server() -> float:
+        got = server_cpu() if kind == "postgres" else 0.0
+        return 0.0 if got is None else got
+
     stores = open_pair(kind, address)
+    wall: dict[str, list[float]] = {"fenced": [], "control": []}
+    cpu: dict[str, list[float]] = {"fenced": [], "control": []}
     try:
         for store in stores.values():  # warm: lazy imports, prepared statements, the pool
             boundary_seconds(spanpoint, lookup, store, 5 * BOUNDARIES_PER_RUN)
-        medians: dict[str, list[float]] = {"fenced": [], "control": []}
         for n in range(rounds):
             order = ("fenced", "control") if n % 2 == 0 else ("control", "fenced")
             for which in order:
+                c0, s0 = time.process_time(), server()
                 times = boundary_seconds(spanpoint, lookup, stores[which], boundaries)
-                medians[which].append(statistics.median(times))
+                spent = time.process_time() - c0 + server() - s0
+                wall[which].append(statistics.median(times))
+                cpu[which].append(spent / len(times))
             log(
-                f"fence {kind} round {n + 1}/{rounds}: fenced {medians['fenced'][-1] * 1e6:.0f} µs"
-                f", control {medians['control'][-1] * 1e6:.0f} µs"
+                f"fence {kind} round {n + 1}/{rounds}: CPU fenced {cpu['fenced'][-1] * 1e6:.0f}"
+                f" µs, control {cpu['control'][-1] * 1e6:.0f} µs; wall fenced "
+                f"{wall['fenced'][-1] * 1e6:.0f} µs, control {wall['control'][-1] * 1e6:.0f} µs"
             )
     finally:
         for store in stores.values():
             store.close()
-    ratios = [f / c for f, c in zip(medians["fenced"], medians["control"], strict=True)]
+
+    def figures(per: dict[str, list[float]]) -> dict[str, Any]:
+        ratios = [f / c for f, c in zip(per["fenced"], per["control"], strict=True)]
+        return {
+            "fenced_us": statistics.median(per["fenced"]) * 1e6,
+            "control_us": statistics.median(per["control"]) * 1e6,
+            "overhead_pct": (statistics.median(ratios) - 1) * 100,
+            "overhead_pct_lowest": (min(ratios) - 1) * 100,
+            "overhead_pct_highest": (max(ratios) - 1) * 100,
+            "per_round_fenced_us": [m * 1e6 for m in per["fenced"]],
+            "per_round_control_us": [m * 1e6 for m in per["control"]],
+        }
+
     return {
         "rounds": rounds,
         "boundaries_per_round": boundaries,
-        "fenced_us": statistics.median(medians["fenced"]) * 1e6,
-        "control_us": statistics.median(medians["control"]) * 1e6,
-        "overhead_pct": (statistics.median(ratios) - 1) * 100,
-        "overhead_pct_lowest": (min(ratios) - 1) * 100,
-        "overhead_pct_highest": (max(ratios) - 1) * 100,
-        "per_round_fenced_us": [m * 1e6 for m in medians["fenced"]],
-        "per_round_control_us": [m * 1e6 for m in medians["control"]],
+        "server_cpu_included": kind == "postgres" and server_cpu() is not None,
+        "cpu": figures(cpu),
+        "wall": figures(wall),
     }
 
 
@@ -149,14 +175,18 @@ def workers_part(
 
 
 def report(result: dict[str, Any]) -> str:
-    lines = ["| store | fenced µs | control µs | fence cost (median) | lowest … highest round |"]
-    lines.append("| --- | ---: | ---: | ---: | ---: |")
-    for kind, f in result.get("fence", {}).items():
-        lines.append(
-            f"| {kind} | {f['fenced_us']:.0f} | {f['control_us']:.0f} | "
-            f"{f['overhead_pct']:+.2f} % | {f['overhead_pct_lowest']:+.2f} … "
-            f"{f['overhead_pct_highest']:+.2f} % |"
-        )
+    lines = [
+        "| store | measure | fenced µs | control µs | fence cost (median) | lowest … highest |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, part in result.get("fence", {}).items():
+        for measure in ("cpu", "wall"):
+            f = part[measure]
+            lines.append(
+                f"| {kind} | {measure} | {f['fenced_us']:.0f} | {f['control_us']:.0f} | "
+                f"{f['overhead_pct']:+.2f} % | {f['overhead_pct_lowest']:+.2f} … "
+                f"{f['overhead_pct_highest']:+.2f} % |"
+            )
     w = result.get("workers")
     if w:
         lines += [
@@ -212,12 +242,17 @@ def main() -> None:
             result["fence"] = {}
             with tempfile.TemporaryDirectory() as tmp:
                 result["fence"]["sqlite"] = fence_part(
-                    "sqlite", str(Path(tmp) / "fence.db"), args.rounds, args.boundaries, log
+                    "sqlite",
+                    str(Path(tmp) / "fence.db"),
+                    args.rounds,
+                    args.boundaries,
+                    pg.server_cpu_s,
+                    log,
                 )
             dsn = pg.database("bench_fence")
             try:
                 result["fence"]["postgres"] = fence_part(
-                    "postgres", dsn, args.rounds, args.boundaries, log
+                    "postgres", dsn, args.rounds, args.boundaries, pg.server_cpu_s, log
                 )
             finally:
                 pg.drop("bench_fence")
