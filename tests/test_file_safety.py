@@ -293,7 +293,12 @@ def test_an_atomic_write_replaces_its_own_file_and_a_stale_temp(tmp_path: Path) 
     assert not (tmp_path / "c.json.tmp").exists()
 
 
-COMPANION_KINDS = ["symlink", "dangling symlink", "hard link", pytest.param("owner", marks=ROOT_ONLY)]
+COMPANION_KINDS = [
+    "symlink",
+    "dangling symlink",
+    "hard link",
+    pytest.param("owner", marks=ROOT_ONLY),
+]
 
 
 @pytest.mark.parametrize("kind", COMPANION_KINDS)
