@@ -291,3 +291,50 @@ def test_an_atomic_write_replaces_its_own_file_and_a_stale_temp(tmp_path: Path) 
     assert path.read_bytes() == b"two"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert not (tmp_path / "c.json.tmp").exists()
+
+
+COMPANION_KINDS = [
+    "symlink",
+    "dangling symlink",
+    "hard link",
+    pytest.param("owner", marks=ROOT_ONLY),
+]
+
+
+@pytest.mark.parametrize("kind", COMPANION_KINDS)
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+@pytest.mark.parametrize("where", [".spanpoint", "the application's folder"])
+def test_a_companion_planted_beside_an_existing_store_is_refused_at_its_next_open(
+    tmp_path: Path, where: str, suffix: str, kind: str
+) -> None:
+    """SQLite removes ``-wal`` and ``-shm`` when the last connection closes: a store that was
+    opened before and is opened again finds its companions gone, and a planted one in their
+    place is refused (the store's own database left working and its target untouched)."""
+    folder = tmp_path / (".spanpoint" if where == ".spanpoint" else "app")
+    path = folder / "checkpoints.db"
+    store = SqliteStore(path)  # the store's own first life: it creates the folder and file
+    store.start_run("before", None)
+    store.close()
+    planted = Path(f"{path}{suffix}")
+    if os.path.lexists(planted):
+        os.unlink(planted)  # as SQLite leaves it after its last close (-shm may remain)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    victim = elsewhere / "victim.txt"
+    if kind != "dangling symlink":
+        victim.write_text("theirs\n")
+        os.chmod(victim, 0o644)
+    if kind in ("symlink", "dangling symlink"):
+        planted.symlink_to(victim)
+    elif kind == "hard link":
+        os.link(victim, planted)
+    else:
+        os.rename(victim, planted)
+        os.chown(planted, NOBODY, NOBODY)
+        victim = planted
+    before = Target.look(victim)
+    with pytest.raises(UnsafePathError, match=str(planted)) as refused:
+        SqliteStore(path)
+    assert "rm " in str(refused.value) or "point spanpoint at" in str(refused.value)
+    assert Target.look(victim) == before, "the planted target changed"
+    assert os.path.lexists(planted)  # left as it was found, for its owner to look at

@@ -436,3 +436,150 @@ def values_under(tree: Any, names: set[str]) -> Any:
     elif isinstance(tree, list):
         for item in tree:
             yield from values_under(item, names)
+
+
+# --- the whole table over every channel at once -------------------------------------------------
+
+TABLE_APP = """
+import json, sys
+from typing import TypedDict
+
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+import spanpoint
+from spanpoint.graph import GraphRunner
+
+data = json.loads(open(sys.argv[1], encoding="utf-8").read())
+names, note = data["names"], " ".join(data["credentials"])
+
+
+def failure():
+    query = "&".join(f"{k}={v}" for k, v in names.items())
+    return RuntimeError(
+        f"url=https://h.example/v1?{query} request={names!r} json={json.dumps(names)} {note}"
+    )
+
+
+@spanpoint.step(name="fetch")
+def fetch(config, note):
+    raise failure()
+
+
+class State(TypedDict):
+    answer: str
+
+
+def ask(state):
+    raise failure()
+
+
+g = StateGraph(State)
+g.add_node("ask", ask)
+g.add_edge(START, "ask")
+g.add_edge("ask", END)
+runner = GraphRunner(g.compile(checkpointer=InMemorySaver()), name="leaky-graph")
+bodies = {
+    "leaky-step": lambda: fetch(dict(names), note),
+    "leaky-graph": lambda: runner.invoke({"answer": note}, thread_id="th"),
+}
+for run_id, body in bodies.items():
+    try:
+        with spanpoint.run(run_id):
+            body()
+    except RuntimeError:
+        pass
+"""
+
+
+@tool
+def configure_mirror(options: dict[str, Any], note: str) -> str:
+    """Configure the mirror."""
+    return "configured"
+
+
+def table_draw(data: Any) -> tuple[dict[str, str], list[str], list[str]]:
+    """One credential of every shape and one value under every secret key name (spelled in a
+    drawn style): (names to values, credentials, the secret parts that must never come out)."""
+    drawn = data.draw(st.fixed_dictionaries(SHAPES))
+    names = {spell(words, data.draw(STYLES)): data.draw(OPAQUE) for words in SECRET_NAMES}
+    secrets = [secret for _, secret in drawn.values()] + list(names.values())
+    return names, [credential for credential, _ in drawn.values()], secrets
+
+
+@seed(20261205)
+@settings_for(2)
+@given(data=st.data())
+def test_the_whole_table_reaches_no_channel(
+    tmp_path_factory: pytest.TempPathFactory, data: Any
+) -> None:
+    """Every credential shape and every secret key name of the tables, in one application
+    run with the embedded defaults: none reaches the trace file, the log file, the console,
+    the store's journal or ``spanpoint show``; the files hold what they should (a run
+    summary, the masked failure)."""
+    import os
+    import subprocess
+    import sys
+
+    from spanpoint.stores import SqliteStore
+
+    names, credentials, secrets = table_draw(data)
+    cwd = tmp_path_factory.mktemp("table")
+    (cwd / "table.json").write_text(json.dumps({"names": names, "credentials": credentials}))
+    (cwd / "app.py").write_text(TABLE_APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPANPOINT_"))}
+    done = subprocess.run(
+        [sys.executable, "app.py", "table.json"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    folder = cwd / ".spanpoint"
+    traces, logs = (folder / "traces.jsonl").read_text(), (folder / "logs.jsonl").read_text()
+    assert "spanpoint.run_summary" in logs and '"failed"' in logs
+    assert "****" in traces
+    store = SqliteStore(folder / "checkpoints.db")
+    try:
+        journal = repr([store.list_journal(r) for r in ("leaky-step", "leaky-graph")])
+    finally:
+        store.close()
+    assert "RuntimeError" in journal
+    shown = [
+        CliRunner().invoke(spanpoint_cli(), ["show", r, "--store", str(folder / "checkpoints.db")])
+        for r in ("leaky-step", "leaky-graph")
+    ]
+    assert all(s.exit_code == 0 for s in shown), [s.output for s in shown]
+    channels = {
+        "traces.jsonl": traces,
+        "logs.jsonl": logs,
+        "console": done.stdout + done.stderr,
+        "journal": journal,
+        "spanpoint show": "".join(s.output for s in shown),
+        "store file": (folder / "checkpoints.db").read_bytes().decode("utf-8", "replace"),
+    }
+    for channel, text in channels.items():
+        leaked = [s for s in secrets if s in text]
+        assert not leaked, (channel, leaked)
+
+
+@seed(20261205)
+@settings(
+    max_examples=2,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_the_whole_table_reaches_no_cassette(
+    configured: Any, tmp_path_factory: pytest.TempPathFactory, data: Any
+) -> None:
+    names, credentials, secrets = table_draw(data)
+    args = {"options": names, "note": " ".join(credentials)}
+    model = ConversationModel(plan=[[{"name": "configure_mirror", "args": args}]], final="Done.")
+    agent = create_agent(model, [configure_mirror], middleware=[spanpoint.CheckpointMiddleware()])
+    path = tmp_path_factory.mktemp("cassette") / "c.json"
+    with spanpoint.cassette(path):
+        agent.invoke({"messages": [{"role": "user", "content": "configure the mirror"}]})
+    text = path.read_text()
+    assert "configure_mirror" in text and "[REDACTED]" in text  # the call is there, masked
+    leaked = [s for s in secrets if s in text]
+    assert not leaked, leaked

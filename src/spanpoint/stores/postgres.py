@@ -57,7 +57,6 @@ from spanpoint.stores.postgres_sql import (
     MIGRATIONS,
     ONCE_STATE,
     PUT,
-    PUT_PARAMS,
     READ_COLS,
     RUN_SELECT,
     SCHEMA_VERSION,
@@ -394,8 +393,7 @@ class PostgresStore(RunPages):
         if owner is None:
             return bool(self._fetchall("put", PUT, row))
         self._heartbeat.drop(cp.key, owner)
-        params = dict(zip(PUT_PARAMS, row, strict=True))
-        params.update(owner=owner, epoch=epoch)
+        params = (*row[1:], row[0], owner, epoch, epoch)  # FENCED_PUT's order
         return bool(self._fetchall("put", FENCED_PUT, params))
 
     def list_checkpoints(self, run_id: str) -> list[Checkpoint]:

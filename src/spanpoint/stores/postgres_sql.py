@@ -180,21 +180,21 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING 1
 """
 
-# A fenced commit: the row of the lease %(owner)s holds at %(epoch)s (any epoch when NULL) is
+# A fenced commit: the row of the lease the owner holds at the epoch (any epoch when NULL) is
 # filled in and its lease ended in one statement, so the check and the write are one atomic
 # step (the UPDATE locks the row it checks). No row back: the lease was taken over, released
-# or committed, and nothing was written.
+# or committed, and nothing was written. Parameters by position (psycopg maps a dict of named
+# ones to positions on every call): the checkpoint's columns after `key` in READ_COLS order,
+# then key, owner, epoch, epoch.
 FENCED_PUT = f"""
 UPDATE spanpoint_checkpoints SET
-    {", ".join(f"{c.strip()} = %({c.strip()})s" for c in READ_COLS.split(",")[1:])},
+    {", ".join(f"{c.strip()} = %s" for c in READ_COLS.split(",")[1:])},
     seq = nextval('spanpoint_commit_seq'), committed_at = now(),
     lease_owner = NULL, lease_expires_at = NULL
-WHERE key = %(key)s AND output IS NULL AND lease_owner = %(owner)s
-    AND (%(epoch)s::bigint IS NULL OR lease_epoch = %(epoch)s::bigint)
+WHERE key = %s AND output IS NULL AND lease_owner = %s
+    AND (%s::bigint IS NULL OR lease_epoch = %s::bigint)
 RETURNING 1
 """
-#: The checkpoint columns in ``READ_COLS`` order, as FENCED_PUT names its parameters.
-PUT_PARAMS = tuple(c.strip() for c in READ_COLS.split(","))
 
 # A run's end in one statement, so one round trip and one transaction: its status, and its
 # attempt's journal from one array per column (BoundaryRecord field order), inserted in the
