@@ -18,6 +18,7 @@ from spanpoint.stores.base import (
     RunPages,
     RunRecord,
     RunStatus,
+    StoreCapabilities,
     WaitRecord,
     digest_of,
     owner_is_dead_here,
@@ -32,6 +33,9 @@ class MemoryStore(RunPages):
     description = "memory"
     #: The clock leases expire by (epoch seconds); a test may set its own on an instance.
     clock: Callable[[], float] = staticmethod(time.time)
+
+    #: A fork's run recorded before it runs.
+    capabilities = StoreCapabilities(create_run=True)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

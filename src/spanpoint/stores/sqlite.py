@@ -38,6 +38,7 @@ from spanpoint.stores.base import (
     RunPages,
     RunRecord,
     RunStatus,
+    StoreCapabilities,
     WaitRecord,
     checkpoint_from_row,
     checkpoint_row,
@@ -258,6 +259,9 @@ class SqliteStore(RunPages):
     #: The clock leases expire by (epoch seconds); a test may set its own on an instance.
     #: Every process sharing the file must read the same clock: one machine's.
     clock: Callable[[], float] = staticmethod(time.time)
+
+    #: A fork's run recorded before it runs; a run's start probes its fork record.
+    capabilities = StoreCapabilities(start_run_probing=True, create_run=True)
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path).expanduser()
