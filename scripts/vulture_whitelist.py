@@ -85,6 +85,7 @@ _.renew_leases  # PostgresStore: leases renewed in one statement (the heartbeat'
 
 # --- used by tests only: move to tests/ (each named with what keeps it here today) ---------
 _.reset_for_tests  # config: spanpoint's state reset between tests (needs its internals)
+_.installed  # calls.seams: the old name of seams.enabled(), warns for one release
 _.installed_by  # calls.seams: whether a holder holds the seams (tests/calls, other change)
 _.model_call_fingerprint_from_scratch  # calls.identity: the reference the incremental hash
 # is checked against (tests/calls, bench/README; the identity change owns it)

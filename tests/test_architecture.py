@@ -688,11 +688,12 @@ def test_the_patcher_check_sees_a_patch(tmp_path: Path) -> None:
     assert len(hits["spanpoint.sneaky"]) == 3
 
 
-def test_every_class_attribute_replaced_during_a_runner_call_is_in_the_registry(
+def test_the_registry_applies_once_and_a_runner_call_replaces_nothing(
     configured: object,
 ) -> None:
-    """At run time, generated over every loaded framework class: what differs from before a
-    GraphRunner call, seen from inside one of its nodes, is what the registry lists."""
+    """At run time, generated over every loaded framework class: after the first runner call
+    every attribute that is spanpoint's is one the registry lists, and a later call, seen
+    from inside one of its nodes and after it, replaces no class attribute at all."""
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
     from langchain_core.tools import tool
     from langgraph.graph import START, MessagesState, StateGraph
@@ -715,29 +716,40 @@ def test_every_class_attribute_replaced_during_a_runner_call_is_in_the_registry(
                     found.update({(value, k): v for k, v in list(vars(value).items())})
         return found
 
-    seen: dict[str, object] = {}
+    seen: list[set[tuple[type, str]]] = []
 
     def node(state: MessagesState) -> dict[str, object]:
         model = FakeListChatModel(responses=[f"turns: {len(state['messages'])}"])
         reply = model.invoke(state["messages"])
         lookup.invoke({"ticket": 7})
-        now = classes()
-        seen["changed"] = {k for k, v in now.items() if k in before and before[k] is not v}
-        seen["registry"] = {key for keys in _patches.patched().values() for key in keys}
+        if before:
+            now = classes()
+            seen.append({k for k, v in now.items() if k in before and before[k] is not v})
         return {"messages": [reply]}
 
     builder = StateGraph(MessagesState)
     builder.add_node("n", node)
     builder.add_edge(START, "n")
     runner = spanpoint.GraphRunner(builder.compile(), name="patched", strategy="calls")
-    before = classes()
+    before: dict[tuple[type, str], object] = {}
     with spanpoint.run("patches-1"):
         runner.invoke({"messages": [("user", "hi")]}, thread_id="t-1")
-    # The identity hook (KNOWN_PATCHERS) is the one replacement outside the registry today.
-    hook = {k for k in seen["changed"] if k[1] in ("__setattr__", "__delattr__")}
-    replaced = seen["changed"] - hook  # type: ignore[operator]
-    assert replaced, "the runner's seams should be live inside its node"
-    assert replaced <= seen["registry"], replaced - seen["registry"]  # type: ignore[operator]
+    ours = {
+        k
+        for k, v in classes().items()
+        if str(getattr(v, "__module__", "")).startswith("spanpoint")
+        # The identity hook (KNOWN_PATCHERS) is the one replacement outside the registry.
+        and k[1] not in ("__setattr__", "__delattr__")
+    }
+    registry = {key for keys in _patches.patched().values() for key in keys}
+    assert ours, "the runner's seams should be applied by its first call"
+    assert ours <= registry, ours - registry
+    before = classes()
+    with spanpoint.run("patches-2"):
+        runner.invoke({"messages": [("user", "hi")]}, thread_id="t-2")
+    after = classes()
+    assert seen == [set()]  # inside the node: nothing replaced for this call
+    assert {k for k, v in after.items() if k in before and before[k] is not v} == set()
 
 
 # --- no dead code ------------------------------------------------------------------------------

@@ -292,7 +292,7 @@ def test_calls_made_boundaries_by_the_seams_replay_and_miss_by_name(
         return create_agent(model, [lookup7], system_prompt=prompt)
 
     path = tmp_path / "seams.json"
-    with seams.installed():
+    with seams.enabled():
         with spanpoint.cassette(path):
             first = make(offline=False).invoke(REQUEST)
         assert read_effects(effects) == {"model": 2, "tool": 1}

@@ -53,7 +53,13 @@ from spanpoint.run import (
     push_frame,
     warn_outside_run,
 )
-from spanpoint.stores.base import BoundaryRecord, Checkpoint, Claim, execution_owner_id
+from spanpoint.stores.base import (
+    BoundaryRecord,
+    Checkpoint,
+    Claim,
+    capabilities,
+    execution_owner_id,
+)
 
 T = TypeVar("T")
 
@@ -234,7 +240,7 @@ class _Call:
             )
         except StoreError as exc:  # invariant 5: a failed read means "execute"
             if isinstance(exc, StoreUnavailableError) and (
-                scope.strict or getattr(scope.store, "fail_when_unreachable", False)
+                scope.strict or capabilities(scope.store).fail_when_unreachable
             ):
                 # An unreachable store can neither replay nor keep the boundary single-flight:
                 # fail before the body's side effect, not after. A shared store

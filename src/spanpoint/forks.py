@@ -52,7 +52,7 @@ from spanpoint.config import settings
 from spanpoint.errors import ForkError, NotReplayable, SerializationError, StoreError
 from spanpoint.run import fork_origin_key, validate_run_id
 from spanpoint.stores import CheckpointStore, open_store
-from spanpoint.stores.base import BoundaryRecord, Checkpoint
+from spanpoint.stores.base import BoundaryRecord, Checkpoint, capabilities
 
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, ToolMessage
@@ -507,9 +507,9 @@ def _write(
     """Record the new run (no attempt yet, status ``forked``: ``spanpoint runs`` lists it and
     ``spanpoint gc`` collects it, run or not), then put ``writes`` in order, the origin
     record (which makes the run a fork) last."""
-    create = getattr(store, "create_run", None)  # a store of the user's may not record one
+    create = capabilities(store).create_run  # a store of the user's may not record one
     try:
-        if create is not None and not create(new_run_id, name, "forked"):
+        if create and not store.create_run(new_run_id, name, "forked"):  # type: ignore[attr-defined]
             raise ForkError(
                 f"run {new_run_id!r} already exists in {store.description}; fork under another "
                 "id (new_run_id=..., or --as on the command line)"

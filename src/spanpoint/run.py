@@ -41,6 +41,7 @@ from spanpoint.stores.base import (
     Checkpoint,
     CheckpointStore,
     RunStatus,
+    capabilities,
     process_owner_id,
 )
 
@@ -567,10 +568,11 @@ def _start_run(store: CheckpointStore, run_id: str, name: str | None) -> tuple[i
     """The attempt a run starts, and whether it may be a fork (it has a fork record): asked
     of the store in the same statement when it can (``start_run_probing``, SQLite), which
     saves a replayed run one point read; else always "maybe", and the record is read."""
-    probing = getattr(store, "start_run_probing", None)
-    if probing is None:
+    if not capabilities(store).start_run_probing:
         return store.start_run(run_id, name), True
-    attempt, found = probing(run_id, name, fork_origin_key(run_id))
+    attempt, found = store.start_run_probing(  # type: ignore[attr-defined]
+        run_id, name, fork_origin_key(run_id)
+    )
     return int(attempt), bool(found)
 
 

@@ -2,12 +2,13 @@
 
 Model and tool calls made anywhere in a LangGraph task are boundaries inside a durable run,
 keyed by the task LangGraph executes, so a task executed again replays its completed calls;
-never two boundaries for one call; streams stay events; the seams leave no trace once the
-call that installed them ends.
+never two boundaries for one call; streams stay events; the seams are applied once and act
+only inside a runner call's context.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -113,32 +114,90 @@ def test_an_explicit_stream_stays_events_and_is_never_replayed(
     assert configured.spans("chat fake-chat") == []
 
 
-def test_the_seams_are_removed_when_the_runner_call_ends(configured: Any, tmp_path: Path) -> None:
-    originals = (
+def model_node_graph(effects: Path, before_call: Any = None) -> Any:
+    """A graph whose one node asks a model (counted), after ``before_call()``."""
+    model = ConversationModel(final="Dear customer, your refund is on its way.")
+
+    def draft(state: State) -> dict[str, str]:
+        if before_call is not None:
+            before_call()
+        text = str(model.invoke([HumanMessage(state["request"])]).content)
+        count_effect(effects, "draft")
+        return {"draft": text}
+
+    builder = StateGraph(State)
+    builder.add_node("draft", draft)
+    builder.add_edge(START, "draft")
+    return builder.compile(name="drafter")
+
+
+def test_the_seams_are_applied_once_and_act_only_inside_a_runner_call(
+    configured: Any, tmp_path: Path
+) -> None:
+    """No class attribute changes per call: what the first runner call applied stays, the
+    same objects, through later calls. Outside a runner call the seams pass calls through:
+    the same graph invoked directly in a run commits nothing and opens no chat span."""
+    effects = tmp_path / "effects.txt"
+    graph = model_node_graph(effects)
+    runner = spanpoint.GraphRunner(graph, name="drafter", strategy="calls")
+    with spanpoint.run("seams-1"):
+        runner.invoke({"request": "refund"}, thread_id="t-4")
+    applied = (
         BaseChatModel.__dict__["_generate_with_cache"],
         BaseChatModel.__dict__["_agenerate_with_cache"],
         BaseTool.__dict__["run"],
         BaseTool.__dict__["arun"],
     )
-    seen: list[bool] = []
-
-    def node(state: State) -> dict[str, str]:
-        seen.append(BaseChatModel.__dict__["_generate_with_cache"] is not originals[0])
-        return {"sent": "ok"}
-
-    builder = StateGraph(State)
-    builder.add_node("n", node)
-    builder.add_edge(START, "n")
-    runner = spanpoint.GraphRunner(builder.compile(), name="plain", strategy="calls")
-    with spanpoint.run("seams-1"):
-        runner.invoke({"request": "x"}, thread_id="t-4")
-    assert seen == [True]  # live during the call
+    assert all(getattr(f, "__module__", "") == "spanpoint.calls.seams" for f in applied)
+    with spanpoint.run("seams-2"):
+        runner.invoke({"request": "cancel"}, thread_id="t-4b")
+        graph.invoke({"request": "plain"})  # no runner call here: passed through
     assert (
         BaseChatModel.__dict__["_generate_with_cache"],
         BaseChatModel.__dict__["_agenerate_with_cache"],
         BaseTool.__dict__["run"],
         BaseTool.__dict__["arun"],
-    ) == originals
+    ) == applied
+    assert read_effects(effects) == {"draft": 3}
+    assert kinds(configured, "seams-1") == ["model_call"]
+    assert kinds(configured, "seams-2") == ["model_call"]  # not the plain call
+    assert len(configured.spans("chat fake-chat")) == 2
+
+
+def test_a_call_that_ends_first_leaves_the_seams_to_the_one_still_running(
+    configured: Any, tmp_path: Path
+) -> None:
+    """Two GraphRunner calls overlap (threads of a server): the first one to end does not
+    turn the seams off for the second, whose model call, made after, is still a boundary."""
+    effects = tmp_path / "effects.txt"
+    first_done = threading.Event()
+    slow = spanpoint.GraphRunner(
+        model_node_graph(effects, lambda: first_done.wait(10)), name="slow", strategy="calls"
+    )
+    fast = spanpoint.GraphRunner(model_node_graph(effects), name="fast", strategy="calls")
+
+    def call_slow() -> None:
+        with spanpoint.run("overlap-slow"):
+            slow.invoke({"request": "refund"}, thread_id="t-slow")
+
+    worker = threading.Thread(target=call_slow)
+    worker.start()
+    with spanpoint.run("overlap-fast"):
+        fast.invoke({"request": "cancel"}, thread_id="t-fast")
+    first_done.set()
+    worker.join(10)
+    assert read_effects(effects) == {"draft": 2}
+    assert kinds(configured, "overlap-fast") == ["model_call"]
+    assert kinds(configured, "overlap-slow") == ["model_call"]
+
+
+def test_the_deprecated_installed_name_still_turns_the_seams_on() -> None:
+    with pytest.warns(DeprecationWarning, match=r"seams\.enabled\(\)"):
+        block = seams.installed()
+    assert not seams.PATCHES.live
+    with block:
+        assert seams.PATCHES.live
+    assert not seams.PATCHES.live
 
 
 def test_injected_state_is_part_of_a_tool_calls_identity(configured: Any, tmp_path: Path) -> None:
@@ -266,19 +325,6 @@ def test_thread_scope_makes_the_middlewares_calls_durable_once(
     assert kinds(configured, "thread:t-m") == ["model_call", "model_call", "tool_call"]
     assert len(configured.spans("chat fake-chat")) == 2
     assert len(configured.spans("execute_tool lookup")) == 1
-
-
-def test_a_call_that_ends_first_leaves_the_seams_to_the_one_still_running() -> None:
-    """Two GraphRunner calls overlap (threads of a server): the first one out must not
-    remove the seams the second is still using."""
-    original = BaseChatModel.__dict__["_generate_with_cache"]
-    first, second = seams.installed(), seams.installed()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)
-    assert BaseChatModel.__dict__["_generate_with_cache"] is not original  # still live
-    second.__exit__(None, None, None)
-    assert BaseChatModel.__dict__["_generate_with_cache"] is original
 
 
 def test_a_direct_tool_calls_arguments_are_redacted_once_for_both_views(

@@ -1,5 +1,5 @@
-"""What a replayed graph call does, and what it leaves alone (issue 15: replay at <= 0.06 of a
-run). A replay runs no graph: nothing that exists only for an executing graph may happen."""
+"""What a replayed graph call does, and what it leaves alone. A replay runs no graph: nothing
+that exists only for an executing graph may happen."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 import spanpoint
 from spanpoint import semconv
-from spanpoint.graph import DurabilityPolicy, GraphRunner
+from spanpoint.calls import seams
+from spanpoint.graph import DurabilityPolicy, GraphRunner, nested
 
-#: The class methods spanpoint wraps while a graph executes under a GraphRunner: the model and
+#: The class methods spanpoint wraps for a graph executing under a GraphRunner: the model and
 #: tool seams (spanpoint.calls.seams) and the nested graph calls' spans (spanpoint.graph.nested).
 PATCHED = [
     (BaseChatModel, "_generate_with_cache"),
@@ -33,33 +34,34 @@ class Count(TypedDict):
     n: int
 
 
-def patched_now(originals: list[Any]) -> list[bool]:
-    return [
-        owner.__dict__[name] is not o for (owner, name), o in zip(PATCHED, originals, strict=True)
-    ]
+def now() -> tuple[list[Any], bool]:
+    """What sits on each of PATCHED, and whether a runner call's scope is on here."""
+    on = seams.PATCHES.live or nested.CURRENT.get() is not None
+    return [owner.__dict__[name] for owner, name in PATCHED], on
 
 
 class Watch(SpanProcessor):
-    """Which of PATCHED are wrapped when each span starts and ends."""
+    """What sits on PATCHED, and whether the runner's scope is on, when each span starts
+    and ends."""
 
-    def __init__(self, originals: list[Any]) -> None:
-        self.originals = originals
-        self.seen: list[tuple[str, str, list[bool]]] = []
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, tuple[list[Any], bool]]] = []
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
-        self.seen.append(("start", span.name, patched_now(self.originals)))
+        self.seen.append(("start", span.name, now()))
 
     def on_end(self, span: Any) -> None:
-        self.seen.append(("end", span.name, patched_now(self.originals)))
+        self.seen.append(("end", span.name, now()))
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_replayed_graph_call_wraps_no_class(configured: Any, mode: str) -> None:
-    originals = [owner.__dict__[name] for owner, name in PATCHED]
-    in_node: list[list[bool]] = []
+def test_a_replayed_graph_call_replaces_nothing_and_opens_no_scope(
+    configured: Any, mode: str
+) -> None:
+    in_node: list[tuple[list[Any], bool]] = []
 
     def bump(state: Count) -> dict[str, int]:
-        in_node.append(patched_now(originals))
+        in_node.append(now())
         return {"n": state["n"] + 1}
 
     g = StateGraph(Count)
@@ -77,13 +79,19 @@ def test_a_replayed_graph_call_wraps_no_class(configured: Any, mode: str) -> Non
 
     with spanpoint.run("wraps-1"):
         executed = call()
-    watch = Watch(originals)
+    [(applied, on)] = in_node  # the executing graph ran in the scope, over spanpoint's wrappers
+    assert on
+    assert [getattr(f, "__module__", "") for f in applied] == [
+        *["spanpoint.calls.seams"] * 4,
+        *["spanpoint.graph.nested"] * 2,
+    ]
+    watch = Watch()
     configured.provider.add_span_processor(watch)
     with spanpoint.run("wraps-1"):
         replayed = call()
     assert not executed.replayed and replayed.replayed and replayed.output == {"n": 2}
-    assert in_node == [[True] * len(PATCHED)]  # the executing graph had them all
     replay_span = f"invoke_workflow counter{semconv.REPLAYED_NAME_SUFFIX}"
-    seen = [(when, flags) for when, name, flags in watch.seen if name == replay_span]
-    assert seen == [("start", [False] * len(PATCHED)), ("end", [False] * len(PATCHED))]
-    assert patched_now(originals) == [False] * len(PATCHED)
+    seen = [(when, found) for when, name, found in watch.seen if name == replay_span]
+    # Nothing replaced per call (the same wrappers), and no scope: a replay runs no graph.
+    assert seen == [("start", (applied, False)), ("end", (applied, False))]
+    assert now() == (applied, False)

@@ -174,7 +174,7 @@ def test_task_frames_leave_with_their_task_under_thread_durability(configured_sq
     try:
         gc.collect()
         before = len(tasks._TASKS)
-        with seams.installed(), tasks.positions_recorded():
+        with seams.enabled(), tasks.POSITION_PATCHES.enabled():
             for n in range(20):
                 saver_graph.invoke(
                     {"messages": [HumanMessage(f"q{n}")], "replies": []},

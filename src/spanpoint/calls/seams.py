@@ -12,8 +12,9 @@ Four methods every non-streamed LangChain call passes through exactly once:
 Inside a durable scope (a ``spanpoint.run``; a LangGraph thread with a checkpointer when the
 durable scope is ``thread``) each call is a ``chat`` / ``execute_tool`` boundary, anchored on
 the LangGraph task it runs in (``spanpoint.calls.tasks``). Elsewhere it is a plain span when
-the zero-code instrumentor installed the seams, and untouched when only a ``GraphRunner``
-did (for the duration of its call).
+the zero-code instrumentor holds the seams, and untouched when only a ``GraphRunner``
+turned them on (in the context of its call). The seams are applied once, the first time
+either needs them (``spanpoint._patches``); outside those they call what they replaced.
 
 Never two boundaries for one call: a seam steps aside when the innermost spanpoint frame is a
 boundary of the same kind opened in the same task execution (``CheckpointMiddleware``'s
@@ -31,8 +32,9 @@ with its input messages and call ids by position, re-bound to the current run's 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -49,12 +51,12 @@ from spanpoint.run import current_frame, on_run_end
 # Every run that makes model calls through the seams ends with its cost totals on its span.
 on_run_end(cost.set_run_totals)
 
-# --- which seams are live ----------------------------------------------------------------
+# --- where the seams are on --------------------------------------------------------------
 
 _LOCK = threading.Lock()
 #: holder token -> whether that holder wants plain spans for calls outside a durable scope.
 _HOLDERS: dict[object, bool] = {}
-_STATE = {"trace": False, "live": False}
+_STATE = {"trace": False}
 
 
 def _targets() -> list[tuple[type, str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
@@ -69,28 +71,26 @@ def _targets() -> list[tuple[type, str, Callable[[Callable[..., Any]], Callable[
     ]
 
 
-#: The four seams, in spanpoint's one patch registry.
+#: The four seams, in spanpoint's one patch registry: applied once, on where enabled or held.
 PATCHES = PatchSet("calls.seams", _targets)
 
 
 def install(holder: object, *, trace_calls: bool) -> None:
-    """Install the seams for ``holder`` (idempotent per holder); ``trace_calls`` asks for plain
-    spans on calls outside a durable scope (the zero-code instrumentor)."""
+    """Turn the seams on everywhere for ``holder`` (idempotent per holder); ``trace_calls``
+    asks for plain spans on calls outside a durable scope (the zero-code instrumentor)."""
     with _LOCK:
         _HOLDERS[holder] = trace_calls
         _STATE["trace"] = any(_HOLDERS.values())
         PATCHES.hold(holder)
-        _STATE["live"] = PATCHES.live
 
 
 def uninstall(holder: object) -> None:
-    """Remove ``holder``; the last one out restores the original methods (unless another
-    library wrapped them after us: then ours stay, passing every call through)."""
+    """Remove ``holder``; with no holder left the seams pass every call through, except in
+    the context of an :func:`enabled` block."""
     with _LOCK:
         _HOLDERS.pop(holder, None)
         _STATE["trace"] = any(_HOLDERS.values())
         PATCHES.release(holder)
-        _STATE["live"] = PATCHES.live
 
 
 def installed_by(holder: object) -> bool:
@@ -98,11 +98,25 @@ def installed_by(holder: object) -> bool:
     return PATCHES.held_by(holder)
 
 
+def enabled() -> AbstractContextManager[None]:
+    """The seams on in this context for the duration of a block (a ``GraphRunner`` call):
+    calls made in it, and in the threads and tasks it starts, are seen; a concurrent block
+    elsewhere has its own."""
+    return PATCHES.enabled()
+
+
+def installed(*, trace_calls: bool = False) -> AbstractContextManager[None]:
+    """Deprecated: :func:`enabled` (the seams are applied once; a block turns them on)."""
+    warnings.warn(
+        "spanpoint.calls.seams.installed() is deprecated: use seams.enabled()",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _held(trace_calls) if trace_calls else enabled()
+
+
 @contextmanager
-def installed(*, trace_calls: bool = False) -> Iterator[None]:
-    """The seams for the duration of a block (a ``GraphRunner`` call). Each block holds them
-    with its own token, even when they are live already: a concurrent call that installed
-    them may end first, and must not take them away from this one."""
+def _held(trace_calls: bool) -> Iterator[None]:
     token = object()
     install(token, trace_calls=trace_calls)
     try:
@@ -132,7 +146,7 @@ def _covered(kind: str, operation: str, tool: str | None = None) -> bool:
 
 def _wanted() -> bool | None:
     """True: a durable boundary; False: a plain span; None: leave the call alone."""
-    if not _STATE["live"]:
+    if not PATCHES.live:
         return None
     if tasks.durable_here():
         return True
@@ -187,9 +201,7 @@ def _amodel_seam(original: Callable[..., Any]) -> Callable[..., Any]:
 # --- tool calls --------------------------------------------------------------------------
 
 
-def tool_spec(
-    tool: Any, tool_input: Any, call_id: Any, config: Any = None
-) -> BoundarySpec | None:
+def tool_spec(tool: Any, tool_input: Any, call_id: Any, config: Any = None) -> BoundarySpec | None:
     """The ``execute_tool {tool}`` boundary of one ``BaseTool.run`` call, or None to pass."""
     durable = _wanted()
     name = str(getattr(tool, "name", None) or type(tool).__name__)

@@ -22,7 +22,8 @@ the same task again:
   called a subgraph above it, ``langgraph_step`` and ``langgraph_path`` (a ``Send``'s index,
   a ``Call``'s counter). LangGraph hands a subgraph's tasks only their own step and path, so
   a subgraph entered from a task is given its caller's position in its config
-  (:func:`record_positions`, held by every runner call and by the instrumentor); without
+  (:data:`POSITION_PATCHES`, on in every runner call's context and held by the
+  instrumentor); without
   it (neither in force) the levels above are told apart by execution number, which is the
   order of first sight (docs/design-notes.md, "Task identity").
 
@@ -48,7 +49,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
 from typing import Any, Literal
 
 from langchain_core.runnables.config import var_child_runnable_config
@@ -390,6 +391,8 @@ def _positioned(original: Callable[..., Any]) -> Callable[..., Any]:
     def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
         # Bound through the descriptor: the original may be another library's wrapper.
         bound = original.__get__(self, type(self))
+        if not POSITION_PATCHES.live:
+            return bound(input, config, **kwargs)
         return bound(input, _with_position(config), **kwargs)
 
     stream.__wrapped__ = original  # type: ignore[attr-defined]
@@ -403,7 +406,8 @@ def _position_targets() -> list[tuple[type, str, Callable[[Any], Any]]]:
 
 
 #: ``Pregel.stream``/``astream`` (``invoke``/``ainvoke`` run through them) carrying the
-#: calling task's position into a subgraph, in spanpoint's one patch registry.
+#: calling task's position into a subgraph, in spanpoint's one patch registry: applied once,
+#: on where held or enabled.
 POSITION_PATCHES = PatchSet("calls.tasks.positions", _position_targets)
 
 
@@ -414,14 +418,9 @@ def record_positions(holder: object) -> None:
 
 
 def stop_recording_positions(holder: object) -> None:
-    """Release ``holder``; the last one out restores ``Pregel``'s methods (unless another
-    library wrapped them after: ours then stay, and still pass the position on)."""
+    """Release ``holder``; with no holder left the wrappers pass every call through, except
+    where :data:`POSITION_PATCHES` is enabled (a runner call's context)."""
     POSITION_PATCHES.release(holder)
-
-
-def positions_recorded() -> AbstractContextManager[None]:
-    """:func:`record_positions` for the duration of the block."""
-    return POSITION_PATCHES.held()
 
 
 register_parent_provider(task_parent)

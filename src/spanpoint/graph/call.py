@@ -19,7 +19,6 @@ from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags
 
 from spanpoint import _json, semconv, serde, spans
 from spanpoint.boundary import BoundarySpec, acall_boundary, call_boundary
-from spanpoint.calls import seams, tasks
 from spanpoint.calls.attributes import graph_input_attributes, graph_output_attributes
 from spanpoint.calls.injected import caller_config
 from spanpoint.config import settings
@@ -170,19 +169,14 @@ class GraphCall:
     def _scope(self) -> Iterator[None]:
         """The scope of a call that runs the graph: nested graph calls get their spans
         (spanpoint.graph.nested), model and tool calls are boundaries (the seams)."""
-        with (
-            runner_call(self.graph, self.runner.strategy),
-            seams.installed(),
-            tasks.positions_recorded(),
-        ):
+        with runner_call(self.graph, self.runner.strategy):
             yield
 
     def _scoped(self, req: RunRequest, kwargs: dict[str, Any], tally: _Tally) -> RunResult:
         """A graph_call boundary's body: the graph's execution in the runner's scope.
 
         The scope opens only here, when the boundary executes: a replay runs no graph, so
-        it wraps no class (installing and removing the scope writes six class attributes
-        twice, and each write empties the method caches of the class and its subclasses).
+        it needs none (the scope is context variables; no class is patched per call).
         The seams under graph_call too: a resume is another graph call, so the calls a
         re-executed task completed replay through their task anchor, not this boundary.
         """

@@ -10,10 +10,14 @@ it, with no instrumentor.
 A nested call is a span, never a boundary: LangGraph's checkpointer owns a subgraph's
 progress, and its model and tool calls are boundaries of their own (``spanpoint.calls.seams``).
 
-Scoped twice. ``Pregel.invoke`` / ``ainvoke`` are patched only while a runner call is in
-flight somewhere (one holder token per call, as the seams), and a patched call does anything
-only inside a runner call of its own context (:data:`CURRENT`), from a LangGraph task of it:
-the runner's own ``graph.invoke`` runs where the runner was called, outside any of its tasks.
+``Pregel.invoke`` / ``ainvoke`` are patched once, by the first runner call, and a patched
+call does anything only inside a runner call of its own context (:data:`CURRENT`), from a
+LangGraph task of it: the runner's own ``graph.invoke`` runs where the runner was called,
+outside any of its tasks. Elsewhere it calls what it replaced.
+
+:func:`runner_call` is the whole scope of a runner call, set in its context only (never
+per call on a class): this module's :data:`CURRENT`, the model and tool seams
+(``spanpoint.calls.seams``) and the positions of a subgraph's tasks (``spanpoint.calls.tasks``).
 With the zero-code instrumentor on, its patches trace nested calls: it :func:`claim`\\ s them
 and this module steps aside, so a graph call never gets two spans. The instrumentor asks
 :func:`own_call` to adopt the runner's span for the runner's own call, whatever its strategy.
@@ -33,6 +37,7 @@ from opentelemetry import trace
 
 from spanpoint import semconv, spans
 from spanpoint._patches import PatchSet
+from spanpoint.calls import seams, tasks
 from spanpoint.capture import exception_text
 from spanpoint.config import settings
 from spanpoint.graph.inspect import GraphInfo, graph_call_attributes, inspect_graph
@@ -65,42 +70,53 @@ def own_call(graph: Any) -> bool:
     return var_child_runnable_config.get() is call.outer
 
 
+def _enter(call: RunnerCall) -> tuple[Any, ...]:
+    """Open a runner call's scope in this context; the tokens :func:`_exit` takes."""
+    PATCHES.apply()
+    return CURRENT.set(call), seams.PATCHES.enable(), tasks.POSITION_PATCHES.enable()
+
+
+def _exit(tokens: tuple[Any, ...]) -> None:
+    current, seams_on, positions_on = tokens
+    tasks.POSITION_PATCHES.disable(positions_on)
+    seams.PATCHES.disable(seams_on)
+    CURRENT.reset(current)
+
+
 @contextmanager
 def runner_call(graph: Any, strategy: str) -> Iterator[None]:
-    """The scope of one runner call: nested graph calls made inside it get their spans."""
-    with PATCHES.held():
-        scope = CURRENT.set(RunnerCall(graph, strategy))
-        try:
-            yield
-        finally:
-            CURRENT.reset(scope)
+    """The scope of one runner call: nested graph calls made inside it get their spans,
+    model and tool calls meet the seams, subgraphs learn their callers' positions."""
+    tokens = _enter(RunnerCall(graph, strategy))
+    try:
+        yield
+    finally:
+        _exit(tokens)
 
 
 def scoped_stream(graph: Any, strategy: str, chunks: Iterator[Any]) -> Iterator[Any]:
     """``chunks`` (a runner's stream), with each step computed inside the runner call's
     scope: never across a ``yield``, so a consumer holding a chunk is outside it."""
-    with PATCHES.held():
-        stream = _Scoped(graph, strategy, chunks)  # on the first step: where the caller iterates
-        while (chunk := stream.step()) is not _END:
-            try:
-                yield chunk
-            except GeneratorExit:
-                stream.close()  # the runner's stream ends its span as closed early
-                raise
+    stream = _Scoped(graph, strategy, chunks)  # on the first step: where the caller iterates
+    while (chunk := stream.step()) is not _END:
+        try:
+            yield chunk
+        except GeneratorExit:
+            stream.close()  # the runner's stream ends its span as closed early
+            raise
 
 
 async def ascoped_stream(
     graph: Any, strategy: str, chunks: AsyncIterator[Any]
 ) -> AsyncIterator[Any]:
     """The async form of :func:`scoped_stream`."""
-    with PATCHES.held():
-        stream = _Scoped(graph, strategy, chunks)
-        while (chunk := await stream.astep()) is not _END:
-            try:
-                yield chunk
-            except GeneratorExit:
-                await stream.aclose()
-                raise
+    stream = _Scoped(graph, strategy, chunks)
+    while (chunk := await stream.astep()) is not _END:
+        try:
+            yield chunk
+        except GeneratorExit:
+            await stream.aclose()
+            raise
 
 
 #: The end of a stream (``next(chunks, _END)``).
@@ -117,28 +133,36 @@ class _Scoped:
         self.chunks = chunks
 
     def step(self) -> Any:
-        scope = CURRENT.set(self.call)
+        tokens = _enter(self.call)
         try:
             return next(self.chunks, _END)
         finally:
-            CURRENT.reset(scope)
+            _exit(tokens)
 
     async def astep(self) -> Any:
-        scope = CURRENT.set(self.call)
+        tokens = _enter(self.call)
         try:
             return await anext(self.chunks, _END)
         finally:
-            CURRENT.reset(scope)
+            _exit(tokens)
 
     def close(self) -> None:
         close = getattr(self.chunks, "close", None)
         if callable(close):
-            close()
+            tokens = _enter(self.call)  # the stream's last step: ends its span
+            try:
+                close()
+            finally:
+                _exit(tokens)
 
     async def aclose(self) -> None:
         close = getattr(self.chunks, "aclose", None)
         if callable(close):
-            await close()
+            tokens = _enter(self.call)
+            try:
+                await close()
+            finally:
+                _exit(tokens)
 
 
 # --- who traces nested calls ---------------------------------------------------------------
@@ -166,8 +190,8 @@ def _targets() -> list[tuple[type, str, Callable[[Any], Any]]]:
     return [(Pregel, "invoke", _invoke), (Pregel, "ainvoke", _ainvoke)]
 
 
-#: ``Pregel.invoke`` / ``ainvoke``, in spanpoint's one patch registry: held by each runner
-#: call in flight (a token per call); a wrapper left under another library's passes through.
+#: ``Pregel.invoke`` / ``ainvoke``, in spanpoint's one patch registry: applied by the first
+#: runner call, on in a runner call's context (:data:`CURRENT`).
 PATCHES = PatchSet("graph.nested", _targets)
 
 

@@ -10,7 +10,8 @@ a run, on a thread with a checkpointer, the stream is stamped with its key; a re
 the stream's call unfinished continues the thread (``stream(None)``), one that finds it ended
 streams what it returned (``values``; any other mode raises :class:`StreamReplayError` before
 anything runs). The model and tool calls inside are boundaries (``spanpoint.calls.seams``),
-keyed by their task's position, as under ``invoke``.
+keyed by their task's position, as under ``invoke``: the runner sets its call's scope around
+each step (``spanpoint.graph.nested.scoped_stream``), never across a chunk the caller holds.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 from opentelemetry import trace
 
 from spanpoint import semconv, spans
-from spanpoint.calls import seams, tasks
 from spanpoint.events import StreamRecorder
 from spanpoint.graph import rerun
 from spanpoint.graph.call import END, GraphCall, close_quietly
@@ -47,32 +47,31 @@ def _open_recorded(
 def stream_graph(call: GraphCall, req: RunRequest, kwargs: dict[str, Any]) -> Iterator[Any]:
     """Yield the graph's chunks (or a rerun's, see the module doc); record each as an event."""
     started, span, recorder = _open_recorded(call, req, kwargs)
-    with seams.installed(), tasks.positions_recorded():
-        try:
+    try:
+        with spans.current(span):
+            config, kw, durable = call.stream_setup(span, req, kwargs)
+            plan = rerun.START
+            if durable is not None:
+                plan = rerun.Planner(call.graph, req.state_config(), *durable, kw).plan()
+            chunks = _planned(call, req, config, kw, plan, span)
+    except BaseException as exc:
+        _end_stopped(call, span, recorder, req, started, exc)
+        raise
+    try:
+        while True:
             with spans.current(span):
-                config, kw, durable = call.stream_setup(span, req, kwargs)
-                plan = rerun.START
-                if durable is not None:
-                    plan = rerun.Planner(call.graph, req.state_config(), *durable, kw).plan()
-                chunks = _planned(call, req, config, kw, plan, span)
-        except BaseException as exc:
-            _end_stopped(call, span, recorder, req, started, exc)
-            raise
-        try:
-            while True:
-                with spans.current(span):
-                    chunk = next(chunks, END)
-                if chunk is END:
-                    break
-                recorder.record(chunk)
-                yield chunk
-            snapshot = plan.snapshot if plan.action == "return" else _final_state(call, span, req)
-        except BaseException as exc:  # closed early, cancelled or interrupted: end the span
-            if isinstance(exc, GeneratorExit):
-                close_quietly(chunks)
-            _end_stopped(call, span, recorder, req, started, exc)
-            raise
-        _end_stream(call, span, recorder, req, started, snapshot)
+                chunk = next(chunks, END)
+            if chunk is END:
+                break
+            recorder.record(chunk)
+            yield chunk
+        snapshot = plan.snapshot if plan.action == "return" else _final_state(call, span, req)
+    except BaseException as exc:  # closed early, cancelled or interrupted: end the span
+        if isinstance(exc, GeneratorExit):
+            close_quietly(chunks)
+        _end_stopped(call, span, recorder, req, started, exc)
+        raise
+    _end_stream(call, span, recorder, req, started, snapshot)
 
 
 async def astream_graph(
@@ -80,32 +79,31 @@ async def astream_graph(
 ) -> AsyncIterator[Any]:
     """The async form of :func:`stream_graph`."""
     started, span, recorder = _open_recorded(call, req, kwargs)
-    with seams.installed(), tasks.positions_recorded():
-        try:
+    try:
+        with spans.current(span):
+            config, kw, durable = call.stream_setup(span, req, kwargs)
+            plan = rerun.START
+            if durable is not None:
+                plan = await rerun.Planner(call.graph, req.state_config(), *durable, kw).aplan()
+            chunks = _aplanned(call, req, config, kw, plan, span)
+    except BaseException as exc:
+        _end_stopped(call, span, recorder, req, started, exc)
+        raise
+    try:
+        while True:
             with spans.current(span):
-                config, kw, durable = call.stream_setup(span, req, kwargs)
-                plan = rerun.START
-                if durable is not None:
-                    plan = await rerun.Planner(call.graph, req.state_config(), *durable, kw).aplan()
-                chunks = _aplanned(call, req, config, kw, plan, span)
-        except BaseException as exc:
-            _end_stopped(call, span, recorder, req, started, exc)
-            raise
-        try:
-            while True:
-                with spans.current(span):
-                    chunk = await anext(chunks, END)
-                if chunk is END:
-                    break
-                recorder.record(chunk)
-                yield chunk
-            snapshot = (
-                plan.snapshot if plan.action == "return" else await _afinal_state(call, span, req)
-            )
-        except BaseException as exc:  # closed early, cancelled or interrupted: end the span
-            _end_stopped(call, span, recorder, req, started, exc)
-            raise
-        _end_stream(call, span, recorder, req, started, snapshot)
+                chunk = await anext(chunks, END)
+            if chunk is END:
+                break
+            recorder.record(chunk)
+            yield chunk
+        snapshot = (
+            plan.snapshot if plan.action == "return" else await _afinal_state(call, span, req)
+        )
+    except BaseException as exc:  # closed early, cancelled or interrupted: end the span
+        _end_stopped(call, span, recorder, req, started, exc)
+        raise
+    _end_stream(call, span, recorder, req, started, snapshot)
 
 
 def _planned(

@@ -417,6 +417,35 @@ def _is_zombie(pid: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class StoreCapabilities:
+    """What a store can do beyond :class:`CheckpointStore`, declared rather than probed.
+
+    Attributes:
+        start_run_probing: ``start_run_probing(run_id, name, key)`` starts an attempt and
+            tells whether ``key`` is committed, in one statement (a replayed run saves a read).
+        create_run: ``create_run(run_id, name, status)`` records a run before any attempt
+            (a fork is listed and collected before it runs); True when it was new.
+        fail_when_unreachable: an unreachable store fails the boundary before its body runs
+            rather than executing it unkeyed (a shared store: single-flight across workers).
+    """
+
+    start_run_probing: bool = False
+    create_run: bool = False
+    fail_when_unreachable: bool = False
+
+
+#: What a store that declares nothing can do: the protocol only.
+PROTOCOL_ONLY = StoreCapabilities()
+
+
+def capabilities(store: object) -> StoreCapabilities:
+    """What ``store`` declares it can do (:attr:`CheckpointStore.capabilities`); a store
+    written to the protocol alone declares nothing, and gets :data:`PROTOCOL_ONLY`."""
+    declared = getattr(store, "capabilities", PROTOCOL_ONLY)
+    return declared if isinstance(declared, StoreCapabilities) else PROTOCOL_ONLY
+
+
 class RunPages:
     """``list_runs`` as every spanpoint store offers it: its keywords and their defaults in
     one place (:meth:`CheckpointStore.list_runs`); a store answers :meth:`runs_page`."""
@@ -450,6 +479,10 @@ class CheckpointStore(Protocol):
 
     #: A short human name for errors and ``spanpoint doctor`` (``sqlite:/path``, ``memory``).
     description: str
+
+    # What a store can do beyond these methods is declared as a ``capabilities`` attribute
+    # (a :class:`StoreCapabilities`); spanpoint reads it through :func:`capabilities`, so a
+    # store without one (written to this protocol alone) still is a CheckpointStore.
 
     def start_run(self, run_id: str, name: str | None) -> int:
         """Record that ``run_id`` starts an attempt; return its 1-based attempt number."""

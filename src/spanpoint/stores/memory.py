@@ -18,6 +18,7 @@ from spanpoint.stores.base import (
     RunPages,
     RunRecord,
     RunStatus,
+    StoreCapabilities,
     WaitRecord,
     digest_of,
     owner_is_dead_here,
@@ -30,10 +31,15 @@ class MemoryStore(RunPages):
     """A thread-safe store kept in this process's memory. Nothing survives the process."""
 
     description = "memory"
-    #: The clock leases expire by (epoch seconds); a test may set its own on an instance.
+    #: The clock leases expire by (epoch seconds): ``clock=`` (a test moves its own).
     clock: Callable[[], float] = staticmethod(time.time)
 
-    def __init__(self) -> None:
+    #: A fork's run recorded before it runs.
+    capabilities = StoreCapabilities(create_run=True)
+
+    def __init__(self, *, clock: Callable[[], float] | None = None) -> None:
+        if clock is not None:
+            self.clock = clock  # type: ignore[method-assign]
         self._lock = threading.Lock()
         self._runs: dict[str, RunRecord] = {}
         self._checkpoints: dict[str, Checkpoint] = {}

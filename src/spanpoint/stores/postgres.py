@@ -36,6 +36,7 @@ from spanpoint.stores.base import (
     RunPages,
     RunRecord,
     RunStatus,
+    StoreCapabilities,
     WaitRecord,
     checkpoint_from_row,
     checkpoint_row,
@@ -96,6 +97,9 @@ class PostgresStore(RunPages):
         # A shared store that cannot be reached can neither replay nor keep a boundary
         # single-flight across workers: by default the run fails before the next body runs.
         self.fail_when_unreachable = fail_when_unreachable
+        self.capabilities = StoreCapabilities(
+            create_run=True, fail_when_unreachable=fail_when_unreachable
+        )
         self._heartbeat = LeaseHeartbeat(self._renew, name="spanpoint-lease-heartbeat")
         try:
             timeout = float(conninfo_to_dict(dsn).get("connect_timeout") or 0) or 10.0

@@ -38,6 +38,7 @@ from spanpoint.stores.base import (
     RunPages,
     RunRecord,
     RunStatus,
+    StoreCapabilities,
     WaitRecord,
     checkpoint_from_row,
     checkpoint_row,
@@ -255,11 +256,22 @@ def _switch_to_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
 class SqliteStore(RunPages):
     """A checkpoint store in one SQLite file (default ``.spanpoint/checkpoints.db``)."""
 
-    #: The clock leases expire by (epoch seconds); a test may set its own on an instance.
+    #: The clock leases expire by (epoch seconds): ``clock=`` (a test moves its own).
     #: Every process sharing the file must read the same clock: one machine's.
     clock: Callable[[], float] = staticmethod(time.time)
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_s: float = 30.0) -> None:
+    #: A fork's run recorded before it runs; a run's start probes its fork record.
+    capabilities = StoreCapabilities(start_run_probing=True, create_run=True)
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_s: float = 30.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if clock is not None:
+            self.clock = clock  # type: ignore[method-assign]
         self.path = Path(path).expanduser()
         self.description = f"sqlite:{self.path}"
         self._lock = threading.RLock()
