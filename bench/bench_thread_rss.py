@@ -27,12 +27,12 @@ os.environ["SPANPOINT_STRATEGY"] = "calls"
 os.environ["SPANPOINT_DURABLE"] = "thread"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import workloads  # noqa: E402
-from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+import workloads
+from langgraph.checkpoint.sqlite import SqliteSaver
+from opentelemetry.sdk.trace import TracerProvider
 
-import spanpoint  # noqa: E402
-from spanpoint.instrumentation import SpanpointInstrumentor  # noqa: E402
+import spanpoint
+from spanpoint.instrumentation import SpanpointInstrumentor
 
 MARKS = (0, 1000, 5000, 10000)
 
