@@ -284,6 +284,16 @@ def span_counts(out: Path) -> dict[str, int]:
     return totals
 
 
+def replay_counts(out: Path) -> dict[str, int]:
+    """Replayed boundaries per test id in the run at ``out`` (every process of it)."""
+    totals: dict[str, int] = {}
+    path = out.with_suffix(".spans.jsonl")
+    for line in path.read_text().splitlines() if path.exists() else ():
+        for test, count in json.loads(line).get("replays", {}).items():
+            totals[test] = totals.get(test, 0) + count
+    return totals
+
+
 def case_path(case: ET.Element) -> str:
     """``tests/test_x.py`` or ``tests/test_x.py::TestClass`` for a JUnit (xunit1) test case."""
     classname = case.get("classname") or ""
@@ -346,7 +356,14 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
     config_env, config_plugins = CONFIGS[args.config]
     plugins = ["-p", PLUGIN, *config_plugins]
     result = env_dir / f"instrumented-{args.config}-{scope}-{source_digest()}.json"
-    if result.exists() and not args.rerun:
+    store = env_dir / f"sessions-{args.config}.db"
+    replays: dict[str, int] = {}
+    if args.second_session:
+        # Both sessions keep their checkpoints in one SQLite file, new for the first.
+        for leftover in env_dir.glob(f"{store.name}*"):
+            leftover.unlink()
+        config_env = {**config_env, "SPANPOINT_PLUGIN_STORE": str(store)}
+    if result.exists() and not args.rerun and not args.second_session:
         data = json.loads(result.read_text())
         inst_pass, spans = set(data["passed"]), data["spans"]
         log(f"instrumented run cached for this spanpoint source ({result.name}); --rerun to redo")
@@ -357,7 +374,8 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
             python, src, xml, [*plugins, *extra], tests, profile, config_env
         )
         spans = span_counts(xml)
-        if inst_pass >= plain_pass and spans:
+        replays = replay_counts(xml)
+        if inst_pass >= plain_pass and spans and not args.second_session:
             result.write_text(json.dumps({"passed": sorted(inst_pass), "spans": spans}))
     log(f"instrumented: {len(inst_pass)} passed; spans {spans}")
     lost = plain_pass - inst_pass
@@ -372,6 +390,41 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
         # collect stays a difference.
         flaky = lost & again_inst
         lost -= flaky
+    sessions: dict[str, object] = {}
+    if args.second_session:
+        log("second session on the first one's store")
+        xml = env_dir / f"second-{args.config}.xml"
+        second_env = {**config_env, "SPANPOINT_COMPAT_SESSION": "second"}
+        second_pass, _, timings["second_s"] = run_suite(
+            python, src, xml, [*plugins, *extra], tests, profile, second_env
+        )
+        second_replays = replay_counts(xml)
+        # As above: a test the second session lost is run again (in it) before it counts.
+        lost_second = inst_pass - second_pass
+        flaky_second: set[str] = set()
+        if lost_second:
+            again, _, _ = run_suite(
+                python, src, env_dir / f"again-second-{args.config}.xml", plugins,
+                sorted(lost_second), profile, second_env,
+            )  # fmt: skip
+            flaky_second = lost_second & again
+        # A test that replays more in the second session found a checkpoint of the first.
+        grew = {
+            t: (replays.get(t, 0), n) for t, n in second_replays.items() if n > replays.get(t, 0)
+        }
+        sessions = {
+            "store": str(store),
+            "first_passed": len(inst_pass),
+            "second_passed": len(second_pass),
+            "same_pass_set": not lost_second - flaky_second,
+            "only_first": sorted(lost_second - flaky_second),
+            "flaky": sorted(flaky_second),
+            "only_second": sorted(second_pass - inst_pass),
+            "replays_first": sum(replays.values()),
+            "replays_second": sum(second_replays.values()),
+            "tests_replaying_more_in_second": grew,
+        }
+        log(f"second session: {len(second_pass)} passed; replays {sessions['replays_second']}")
     return {
         "package": package,
         "version": version,
@@ -385,6 +438,7 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
         "flaky": sorted(flaky),
         "spans_recorded": spans,
         "timings": timings,
+        "second_session": sessions,
     }
 
 
@@ -406,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rerun", action="store_true", help="rerun the instrumented suite even if cached"
     )
+    parser.add_argument(
+        "--second-session",
+        action="store_true",
+        help="run the instrumented suite twice on one SQLite store; the second must pass the "
+        "same tests and no test may replay more than it did in the first",
+    )
     parser.add_argument("tests", nargs="*", help="test paths (default: the profile's)")
     # Test paths may follow the options (``langchain --config run tests/x.py``).
     args = parser.parse_intermixed_args(argv)
@@ -414,9 +474,16 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     # No spans would mean the plugin never instrumented anything: a comparison proving nothing.
+    sessions = report["second_session"]
+    second_differs = bool(sessions) and not (
+        sessions["same_pass_set"] and not sessions["tests_replaying_more_in_second"]
+    )
     return (
         1
-        if report["only_plain"] or not report["instrumented_passed"] or not report["spans_recorded"]
+        if report["only_plain"]
+        or not report["instrumented_passed"]
+        or not report["spans_recorded"]
+        or second_differs
         else 0
     )
 

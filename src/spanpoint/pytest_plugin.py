@@ -35,13 +35,22 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
 REPORT_ENV = "SPANPOINT_PLUGIN_REPORT"
+#: A SQLite file the instrumented session keeps its checkpoints in (default: in memory), so
+#: that a second session can run on the first one's store.
+STORE_ENV = "SPANPOINT_PLUGIN_STORE"
+# spanpoint.semconv.REPLAYED, spelled here: the plugin loads in every session and imports
+# spanpoint only when asked to instrument.
+REPLAYED_ATTRIBUTE = "spanpoint.replayed"
 
 
 class SpanCounter(SpanProcessor):
-    """Counts ended spans by GenAI operation (or span name for spanpoint's own spans)."""
+    """Counts ended spans by GenAI operation (or span name for spanpoint's own spans), and
+    replayed boundaries by the test that was running when they ended."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.replays: Counter[str] = Counter()
+        self.test = ""  # the node id of the test running now (set by the plugin)
         self._lock = threading.Lock()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -53,6 +62,8 @@ class SpanCounter(SpanProcessor):
         key = str(attrs.get("gen_ai.operation.name") or span.name)
         with self._lock:
             self.counts[key] += 1
+            if attrs.get(REPLAYED_ATTRIBUTE):
+                self.replays[self.test] += 1
 
     def shutdown(self) -> None:
         """Nothing held."""
@@ -95,7 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     counter = SpanCounter()
     provider = TracerProvider()
     provider.add_span_processor(counter)
-    spanpoint.configure(tracer_provider=provider, store=MemoryStore())
+    spanpoint.configure(tracer_provider=provider, store=os.environ.get(STORE_ENV) or MemoryStore())
     SpanpointInstrumentor().instrument(tracer_provider=provider)
     _State.counter, _State.provider = counter, provider
 
@@ -111,7 +122,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     path = os.environ.get(REPORT_ENV)
     if path:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        line = json.dumps({"worker": worker, "spans": dict(counter.counts)})
+        line = json.dumps(
+            {"worker": worker, "spans": dict(counter.counts), "replays": dict(counter.replays)}
+        )
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
     if _State.provider is not None:
@@ -119,14 +132,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _State.counter = _State.provider = None
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
+    """Note which test is running, so its replayed boundaries are counted under its id."""
+    counter = _State.counter
+    if counter is not None:
+        counter.test = item.nodeid
+    yield
+    if counter is not None:
+        counter.test = ""
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """One line: how many spans spanpoint recorded in this process, by operation."""
+    """One line: how many spans spanpoint recorded in this process, by operation, and how
+    many boundaries replayed."""
     counter = _State.counter
     if counter is None:
         return
     total = sum(counter.counts.values())
     detail = ", ".join(f"{k}={v}" for k, v in counter.counts.most_common(6))
-    terminalreporter.write_line(f"spanpoint: instrumented, {total} spans ({detail})")
+    replayed = sum(counter.replays.values())
+    terminalreporter.write_line(
+        f"spanpoint: instrumented, {total} spans ({detail}), {replayed} replayed"
+    )
 
 
 # --- cassettes: record a test's model and tool calls once, replay them in CI -----------------

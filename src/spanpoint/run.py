@@ -152,6 +152,11 @@ class RunScope:
     #: A fork (it has a fork record): framework tasks are keyed by where they stand, never
     #: by a thread's task ids, which a fork run on a new thread cannot have (forks.py).
     forked: bool = False
+    #: Whether the scope keeps its journal, model calls and warnings. A run keeps them for its
+    #: end (the journal it writes, the summary's cost and warnings); a thread's implicit scope
+    #: never ends and has no summary, so it only counts and logs: what it keeps stays the
+    #: same size however many calls its thread makes.
+    keeps_records: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warn(self, message: str) -> None:
@@ -159,19 +164,21 @@ class RunScope:
         often quotes an exception, and it goes to the logs and the run span)."""
         message = redact_text(message)
         logger.warning("spanpoint: %s", message)
-        with self._lock:
-            self.warnings.append(message)
+        if self.keeps_records:
+            with self._lock:
+                self.warnings.append(message)
 
     def record(self, entry: BoundaryRecord) -> None:
         """Keep a journal entry; the journal is written once, when the run ends."""
         outcome = _OUTCOMES[entry.status]
         with self._lock:
-            self.journal.append(entry)
+            if self.keeps_records:
+                self.journal.append(entry)
             self.boundary_counts[(entry.kind, outcome)] += 1
 
     def note_model_call(self, replayed: bool, checkpoint: Checkpoint) -> None:
         """Keep a model call's checkpoint, executed and committed (or queued) or replayed."""
-        if checkpoint.kind == semconv.KIND_MODEL_CALL:
+        if checkpoint.kind == semconv.KIND_MODEL_CALL and self.keeps_records:
             with self._lock:
                 self.model_calls.append((replayed, checkpoint))
 

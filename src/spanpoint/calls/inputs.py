@@ -22,6 +22,7 @@ by pattern (``CapturePolicy.redact``), as in the checkpoint's ``view``.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -82,9 +83,12 @@ def _described(
             except (TypeError, ValueError):  # the store's encoding then says what failed
                 encoded = None
             found = (entry, encoded)
-            if len(memo) >= _MAX_VIEWS:
-                memo.clear()
-            memo[digest] = found
+            try:
+                weakref.finalize(message, memo.pop, digest, None).atexit = False
+            except TypeError:  # not weak-referenceable: described again at every call
+                pass
+            else:
+                memo[digest] = found
         out.append(found)
     return out
 
@@ -92,10 +96,11 @@ def _described(
 # (policy, with text, limit) -> message digest -> its view and the view's JSON text. The
 # digest covers everything a view shows (type, content, name, status, tool calls), and every
 # model call of an agent describes the whole conversation again: each message is described
-# and encoded once per run, not once per call. Views are shared between the lists returned:
-# read them, never change them.
+# and encoded once while it lives, not once per call. An entry leaves with the message it
+# was made from, so the memo holds the live conversations only, however many threads came
+# and went (another message with the same digest then makes it again). Views are shared
+# between the lists returned: read them, never change them.
 _VIEWS: dict[tuple[Any, ...], dict[bytes, tuple[dict[str, Any], str | None]]] = {}
-_MAX_VIEWS = 8192
 
 
 def _message_view(

@@ -71,7 +71,6 @@ _SCOPE: list[DurableScope] = ["run"]
 #: outlive both, the oldest first (such a task would count its calls from 0 again).
 _MAX_TASKS = 16384
 _MAX_THREAD_SCOPES = 256
-_MAX_JOURNAL = 1024
 
 
 class _Task:
@@ -216,8 +215,6 @@ def _thread_scope(thread: str) -> RunScope:
         # The configured store may change (configure() again): a scope keeps the one it had.
         if scope is not None and scope.store is cfg.store:
             _THREAD_SCOPES.move_to_end(run_id)
-            if len(scope.journal) > _MAX_JOURNAL:  # a thread scope never ends: keep it small
-                scope.journal.clear()
             return scope
         scope = RunScope(
             run_id=run_id,
@@ -228,6 +225,8 @@ def _thread_scope(thread: str) -> RunScope:
             strict=cfg.strict,
             lease_ttl_s=cfg.lease_ttl_s,
             lease_wait_timeout_s=cfg.lease_wait_timeout_s,
+            # A thread never ends: its scope counts its calls and keeps none of them.
+            keeps_records=False,
         )
         scope.root.identity = _h("thread", thread)
         _THREAD_SCOPES[run_id] = scope
