@@ -51,6 +51,7 @@ _.pytest_addoption
 _.pytest_configure
 _.pytest_unconfigure
 _.pytest_terminal_summary
+_.pytest_runtest_protocol
 _._spanpoint_cassette_marker
 _.spanpoint_cassette
 _.demo
