@@ -133,7 +133,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Any:
+def pytest_runtest_protocol(item: pytest.Item) -> Any:
     """Note which test is running, so its replayed boundaries are counted under its id."""
     counter = _State.counter
     if counter is not None:
