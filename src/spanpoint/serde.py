@@ -187,6 +187,7 @@ def _defaultdict(ref: Any, pairs: list[list[Any]]) -> defaultdict[Any, Any]:
 _REVIVERS: dict[tuple[str, str], Any] = {
     ("builtins", "tuple"): tuple,
     ("builtins", "dict"): dict,
+    ("builtins", "int"): int,
     ("collections", "OrderedDict"): OrderedDict,
     ("collections", "Counter"): _counter,
     ("collections", "defaultdict"): _defaultdict,
@@ -428,7 +429,14 @@ def dumps(value: Any) -> tuple[str, bytes]:
     """
     prepare = _Preparer()
     try:
-        tag, data = _writer().dumps_typed(prepare(value, 0))
+        try:
+            tag, data = _writer().dumps_typed(prepare(value, 0))
+        except TypeError as exc:
+            if "64-bit" not in str(exc):
+                raise
+            # An int msgpack cannot hold: the walk again, writing such ints as text.
+            prepare = _WidePreparer()
+            tag, data = _writer().dumps_typed(prepare(value, 0))
     except SerializationError:
         raise
     except Exception as exc:  # ormsgpack raises its own types, and TypeError for cycles
@@ -599,6 +607,31 @@ def _is_send(value: Any) -> bool:
 
 def _ext(code: int, module: str, name: str, args: Any) -> ormsgpack.Ext:
     return ormsgpack.Ext(code, _writer().dumps_typed([module, name, args])[1])
+
+
+#: The ints msgpack holds: int64 and uint64.
+_MSGPACK_INT_RANGE = range(-(2**63), 2**64)
+
+
+class _WidePreparer(_Preparer):
+    """The walk for an output holding an int beyond msgpack's 64 bits: every such int is
+    written as its decimal text and rebuilt by ``int`` (lists and dicts are walked item by
+    item, since the plain walk hands their ints to msgpack as they are)."""
+
+    __slots__ = ()
+
+    def __call__(self, value: Any, depth: int) -> Any:
+        cls = type(value)
+        if cls is int:
+            if value in _MSGPACK_INT_RANGE:
+                return value
+            return _ext(_EXT_ONE_ARG, "builtins", "int", str(value))
+        if (cls is list or cls is dict) and depth <= _MAX_OUTPUT_DEPTH:
+            if cls is list:
+                return [self(item, depth + 1) for item in value]
+            if all(type(key) is str for key in value):
+                return {self(key, depth + 1): self(item, depth + 1) for key, item in value.items()}
+        return super().__call__(value, depth)
 
 
 _PREPARERS: dict[type, Callable[[_Preparer, Any, int], Any]] = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import hypothesis
 import pytest
 
 from spanpoint import serde
@@ -75,3 +76,29 @@ def test_a_flat_mapping_fingerprint_is_pinned() -> None:
         )
         == "eed3c35180752cd6444428fa84d263f91b1fd8c45165a176f523f188c3988cf7"
     )
+
+
+@hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+@hypothesis.given(
+    hypothesis.strategies.recursive(
+        hypothesis.strategies.integers(),
+        lambda inner: hypothesis.strategies.lists(inner)
+        | hypothesis.strategies.dictionaries(hypothesis.strategies.text(), inner)
+        | hypothesis.strategies.dictionaries(hypothesis.strategies.integers(), inner)
+        | hypothesis.strategies.lists(inner).map(tuple),
+        max_leaves=12,
+    )
+)
+def test_ints_of_any_size_read_back_exactly(value: object) -> None:
+    # msgpack holds 64 bits; a wider int is still an output that must replay as itself.
+    tag, data = serde.dumps(value)
+    back = serde.loads(tag, data)
+    assert back == value and type(back) is type(value)
+    assert serde.dumps(back) == (tag, data)
+
+
+def test_a_stored_int_that_is_not_a_number_is_corrupt_not_a_crash() -> None:
+    forged = serde._ext(serde._EXT_ONE_ARG, "builtins", "int", "twelve")
+    tag, data = serde._writer().dumps_typed([forged])
+    with pytest.raises(serde.CorruptCheckpointError):
+        serde.loads(tag, data)
