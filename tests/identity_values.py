@@ -1,5 +1,6 @@
-"""Generated values for the identity and replay properties (tests/test_identity_properties.py),
-and ``ref``: an independent statement of when two values are the same input.
+"""Generated values for the identity and replay properties
+(tests/serde/test_identity_properties.py), and ``ref``: an independent statement of when two
+values are the same input.
 
 The classes live at module level so that a subprocess can unpickle the same values and
 compute their keys there (equal values give equal keys across processes).

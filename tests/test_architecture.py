@@ -775,3 +775,14 @@ def test_the_dead_code_check_finds_dead_code(tmp_path: Path) -> None:
         timeout=120,
     )
     assert "unused function 'unused'" in done.stdout
+
+
+def test_test_modules_live_in_the_folder_of_their_surface() -> None:
+    # tests/README.md: only the checks of the whole package stay at the top level.
+    top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert top == [
+        "test_architecture.py",
+        "test_code_speaks_today.py",
+        "test_examples.py",
+        "test_exported_members.py",
+    ]

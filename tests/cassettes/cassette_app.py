@@ -1,6 +1,6 @@
 """An agent recorded into a cassette and replayed from it, each in its own process.
 
-``python tests/cassette_app.py CASSETTE MODE SYNC|ASYNC EFFECTS [SYSTEM_PROMPT]`` runs a
+``python tests/cassettes/cassette_app.py CASSETTE MODE SYNC|ASYNC EFFECTS [SYSTEM_PROMPT]`` runs a
 ``create_agent`` agent (parallel tool calls, a sub-agent inside a tool, a tool that is
 ``always_execute``) inside ``spanpoint.cassette(CASSETTE, mode=MODE)`` and prints the final
 messages as JSON. Every model call and tool execution appends a line to EFFECTS. With
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage

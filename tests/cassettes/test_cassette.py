@@ -1,6 +1,6 @@
 """Cassettes (issue 16 item 1): recorded once, replayed in a fresh process with no model.
 
-The agent of tests/cassette_app.py (parallel tool calls, a sub-agent inside a tool, a tool
+The agent of tests/cassettes/cassette_app.py (parallel tool calls, a sub-agent inside a tool, a tool
 that is ``always_execute``) runs in its own process for every recording and every replay, so
 a replay proves the cassette file is all it needs. Effects are counted in a file.
 """

@@ -15,10 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage
-
-import spanpoint
-import spanpoint.errors
 from cassette_openai_app import (
     FINALS,
     MAIN,
@@ -30,6 +26,10 @@ from cassette_openai_app import (
     instrumented,
     make_agent,
 )
+from langchain_core.messages import AIMessage
+
+import spanpoint
+import spanpoint.errors
 from fakes import read_effects
 from openai_server import ChatServer
 from spanpoint.cassettes import CassetteError

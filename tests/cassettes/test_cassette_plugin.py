@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fakes import read_effects
 
-HERE = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 
 TESTS = '''
 import os
@@ -88,7 +88,7 @@ def session(
 
 
 def test_the_marker_and_the_fixture_record_once_then_replay_offline(tmp_path: Path) -> None:
-    shutil.copy(HERE / "fakes.py", tmp_path / "fakes.py")
+    shutil.copy(TESTS_DIR / "fakes.py", tmp_path / "fakes.py")
     (tmp_path / "test_agent.py").write_text(TESTS)
     (tmp_path / "conftest.py").write_text("")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from openai_server import ChatServer
 
-HERE = Path(__file__).resolve().parent
-SRC = HERE.parent / "src"
+TESTS_DIR = Path(__file__).resolve().parents[1]
+SRC = TESTS_DIR.parent / "src"
 
 TESTS = '''
 import os
@@ -78,8 +78,9 @@ def session(root: Path, base_url: str, *args: str) -> subprocess.CompletedProces
 def test_installed_plugin_records_marked_tests_only_and_replays_them_offline(
     tmp_path: Path,
 ) -> None:
-    for name in ("fakes.py", "openai_server.py", "cassette_openai_app.py"):
-        shutil.copy(HERE / name, tmp_path / name)
+    for name in ("fakes.py", "openai_server.py"):
+        shutil.copy(TESTS_DIR / name, tmp_path / name)
+    shutil.copy(Path(__file__).with_name("cassette_openai_app.py"), tmp_path)
     (tmp_path / "test_agent.py").write_text(TESTS)
     (tmp_path / "conftest.py").write_text("")
     cassette = tmp_path / "cassettes" / "agent.json"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-DRIVER = Path(__file__).parent / "stores" / "crash_driver.py"
+DRIVER = Path(__file__).resolve().parents[1] / "stores" / "crash_driver.py"
 STEPS = 10
 
 

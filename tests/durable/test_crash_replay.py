@@ -13,7 +13,7 @@ import pytest
 
 from spanpoint.stores import SqliteStore
 
-SCRIPT = Path(__file__).parent / "scripts" / "three_steps.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "three_steps.py"
 
 
 def run_script(tmp_path: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:

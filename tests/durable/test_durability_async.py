@@ -34,7 +34,7 @@ from spanpoint.stores import SqliteStore
 from spanpoint.stores.base import Checkpoint, new_owner_id
 from spanpoint.stores.postgres import PostgresStore
 
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 class Gate:

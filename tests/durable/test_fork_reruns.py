@@ -4,7 +4,7 @@ A run has attempts; each labels its boundaries ``path#N`` in the order they star
 (``spanpoint show``). ``spanpoint diff`` and ``spanpoint fork --at`` read one attempt, the
 latest that did not fail, with the same labels: never a mix of attempts, where a boundary
 replayed again by a later attempt would take two places. The agent and its counters are
-tests/test_fork.py's.
+tests/durable/test_fork.py's.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fork import REQUEST, _unique_run_ids, fork, make_runner, record, rid  # noqa: F401
 from typer.testing import CliRunner
 
 import spanpoint
 from fakes import read_effects
 from spanpoint.cli import app
 from spanpoint.diffs import diff_runs
-from test_fork import REQUEST, _unique_run_ids, fork, make_runner, record, rid  # noqa: F401
 
 runner = CliRunner()
 

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_fork_unrun
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
+from test_fork import PLAN, REQUEST, CountingModel, _unique_run_ids, fork, rid  # noqa: F401
 
 import spanpoint
-import test_fork_unrun
 from fakes import count_effect, read_effects
 from spanpoint.forks import RERUN, attempt_steps, chosen_attempt
-from test_fork import PLAN, REQUEST, CountingModel, _unique_run_ids, fork, rid  # noqa: F401
 
 telemetry = test_fork_unrun.telemetry  # spanpoint configured on each store in turn
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_fork import _unique_run_ids, fork, make_runner, record, rid  # noqa: F401
 from typer.testing import CliRunner
 
 from harness import Telemetry, make_telemetry
@@ -18,7 +19,6 @@ from spanpoint.cli import app
 from spanpoint.config import reset_for_tests
 from spanpoint.forks import RERUN
 from spanpoint.stores import MemoryStore, SqliteStore
-from test_fork import _unique_run_ids, fork, make_runner, record, rid  # noqa: F401
 
 cli = CliRunner()
 

@@ -266,7 +266,7 @@ async def test_async_steps_replay_like_sync_ones(configured: Telemetry) -> None:
 
 
 def test_rich_outputs_round_trip(configured: Telemetry) -> None:
-    # The application's own types are read back only once allowed (tests/test_serde_trust.py
+    # The application's own types are read back only once allowed (tests/serde/test_serde_trust.py
     # shows the refusal when they are not); messages need no configuration.
     spanpoint.configure(allowed_types=[Report, Verdict])
 

@@ -10,7 +10,7 @@ milliseconds more (a far PostgreSQL, a slow disk: the committer then lags the ru
 finds commits queued). Each trial kills its worker with SIGKILL: half at a random delay chosen
 by the driver (counted from its first step's side effect, within the time a crash-free run
 spends in its steps), half by itself right after a random step returned. Then one worker reruns the
-run to the end. One JSON line per trial; ``tests/test_durability_async.py`` judges them.
+run to the end. One JSON line per trial; ``tests/durable/test_durability_async.py`` judges them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An application with secrets planted in every channel, run in its own process by
-tests/test_secrets.py: ``python tests/secrets_app.py MODE`` (see :data:`MODES`).
+tests/serde/test_secrets.py: ``python tests/serde/secrets_app.py MODE`` (see :data:`MODES`).
 
 The process configures nothing but the environment: telemetry goes where the standard
 variables say (the local JSONL files, or OTLP), exactly as in a deployment. Each planted value
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, NotRequired
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # --- the planted secrets, by channel --------------------------------------------------------
 # Opaque values (no recognisable shape) can only be kept home by their key names; shaped

@@ -33,7 +33,7 @@ from identity_values import ALLOWED, VALUES, Bag, Name, Pair, Tags, ref, revivab
 from spanpoint import serde
 from spanpoint.stores import MemoryStore, SqliteStore
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
 FIXED = {"derandomize": True, "deadline": None, "database": None}
 

@@ -1,6 +1,6 @@
 """Secrets stay home: a planted secret in any channel never leaves the process.
 
-``tests/secrets_app.py`` plants unique secrets in every channel an agent has (config keys,
+``tests/serde/secrets_app.py`` plants unique secrets in every channel an agent has (config keys,
 runtime context, graph state, tool arguments and results, messages, an exception with a
 cause, headers and the environment) and runs a successful and a failing run twice. It runs
 in its own process, configured only by the environment as in a deployment, for each mode
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import secrets_app as app
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from typer.testing import CliRunner
 
-import secrets_app as app
 from spanpoint.capture import REDACTED, exception_text, is_secret_key, record_failure, redact_text
 from spanpoint.cli import app as cli
 from tests.otlp_receiver import OtlpReceiver

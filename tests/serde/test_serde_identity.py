@@ -1,6 +1,6 @@
 """A step's key covers its whole input, and a replay returns what was returned, through real
 runs and stores: each named case of the identity rule (docs/concepts.md, "Step identity and
-faithful replay"), beside the generated ones of tests/test_identity_properties.py.
+faithful replay"), beside the generated ones of tests/serde/test_identity_properties.py.
 
 Every test reruns one run id and counts the step body's executions in a file."""
 

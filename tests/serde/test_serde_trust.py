@@ -378,7 +378,7 @@ def test_equal_inputs_hit_the_cache_across_processes(tmp_path: Path) -> None:
     script = tmp_path / "cross.py"
     script.write_text(CROSS_PROCESS)
     effects = tmp_path / "effects.txt"
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for _ in range(2):  # a new process each time, with its own hash seed
         subprocess.run(
             [sys.executable, str(script), str(tmp_path / "store.db"), str(effects)],

@@ -21,7 +21,7 @@ import pytest
 
 from spanpoint import serde
 from spanpoint.stores import open_store
-from tests.test_single_flight import (
+from tests.stores.test_single_flight import (
     STORES,
     address_of,
     effects_of,

@@ -21,7 +21,7 @@ import pytest
 
 from spanpoint.stores import open_store
 
-WORKER = Path(__file__).parent / "stores" / "boundary_worker.py"
+WORKER = Path(__file__).parent / "boundary_worker.py"
 STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from tests.otlp_receiver import OtlpReceiver
-from tests.test_exporters_env import APP
+from tests.telemetry.test_exporters_env import APP
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
 
 
 def recipes() -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "spanpoint"
+SRC = Path(__file__).resolve().parents[2] / "src" / "spanpoint"
 FACTORIES = {
     "create_counter",
     "create_up_down_counter",

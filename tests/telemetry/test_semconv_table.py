@@ -7,7 +7,7 @@ from pathlib import Path
 
 from spanpoint import semconv
 
-TABLE = Path(__file__).resolve().parents[1] / "docs" / "semconv.md"
+TABLE = Path(__file__).resolve().parents[2] / "docs" / "semconv.md"
 
 
 def emitted_names() -> set[str]:
