@@ -82,10 +82,12 @@ def test_a_flat_mapping_fingerprint_is_pinned() -> None:
 @hypothesis.given(
     hypothesis.strategies.recursive(
         hypothesis.strategies.integers(),
-        lambda inner: hypothesis.strategies.lists(inner)
-        | hypothesis.strategies.dictionaries(hypothesis.strategies.text(), inner)
-        | hypothesis.strategies.dictionaries(hypothesis.strategies.integers(), inner)
-        | hypothesis.strategies.lists(inner).map(tuple),
+        lambda inner: (
+            hypothesis.strategies.lists(inner)
+            | hypothesis.strategies.dictionaries(hypothesis.strategies.text(), inner)
+            | hypothesis.strategies.dictionaries(hypothesis.strategies.integers(), inner)
+            | hypothesis.strategies.lists(inner).map(tuple)
+        ),
         max_leaves=12,
     )
 )
