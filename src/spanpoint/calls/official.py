@@ -85,11 +85,12 @@ def _on_chat_model_start(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _on_tool_start(original: Callable[..., Any]) -> Callable[..., Any]:
-    def on_tool_start(self: Any, serialized: Any, *args: Any, **kwargs: Any) -> Any:
-        name = (serialized or {}).get("name") if isinstance(serialized, dict) else None
+    def on_tool_start(self: Any, *args: Any, **kwargs: Any) -> Any:
+        serialized = args[0] if args else kwargs.get("serialized")
+        name = serialized.get("name") if isinstance(serialized, dict) else None
         if name and seams.tool_call_traced(str(name)):
             return None
-        return original(self, serialized, *args, **kwargs)
+        return original(self, *args, **kwargs)
 
     return on_tool_start
 
