@@ -64,6 +64,7 @@ def server() -> Iterator[ChatServer]:
 def both(configured: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     """The official instrumentation, and spanpoint as the test's ``setup`` parameter asks:
     ``middleware`` (a GraphRunner with the calls strategy and CheckpointMiddleware),
+    ``middleware_alone`` (CheckpointMiddleware in the agent, no runner),
     ``zero_code`` (the instrumentor, graph_call strategy), ``zero_code_calls``, or ``none``
     (the agent as it is)."""
     setup = request.param
@@ -82,7 +83,7 @@ def both(configured: Any, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def agent_for(setup: str, base_url: str, streaming: bool) -> Any:
-    middleware = [spanpoint.CheckpointMiddleware()] if setup == "middleware" else []
+    middleware = [spanpoint.CheckpointMiddleware()] if setup.startswith("middleware") else []
     agent = create_agent(
         chat_model(base_url, streaming), [lookup_ticket], middleware=middleware, name="support"
     )
@@ -130,7 +131,9 @@ def scopes(spans: list[ReadableSpan]) -> list[str]:
 
 @pytest.mark.parametrize("how", ["invoke", "ainvoke", "stream", "astream"])
 @pytest.mark.parametrize("streaming", [False, True], ids=["complete", "sse"])
-@pytest.mark.parametrize("both", ["middleware", "zero_code", "zero_code_calls"], indirect=True)
+@pytest.mark.parametrize(
+    "both", ["middleware", "middleware_alone", "zero_code", "zero_code_calls"], indirect=True
+)
 def test_one_chat_span_per_call_executed_and_replayed(
     configured: Any, server: ChatServer, both: str, streaming: bool, how: str
 ) -> None:
