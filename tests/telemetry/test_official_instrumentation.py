@@ -250,3 +250,29 @@ def test_official_instrumentation_first_then_spanpoint_seams(
     model = Model()
     assert model.answer("ready", polite=True) == "ours: ready?!"
     assert seen == [model]
+
+
+@pytest.mark.parametrize("both", ["zero_code_calls"], indirect=True)
+def test_one_operation_duration_point_per_call_on_a_shared_meter_provider(
+    configured: Any, server: ChatServer, both: str
+) -> None:
+    # Both instrumentations record gen_ai.client.operation.duration; on one meter provider a
+    # call spanpoint traces is measured once (the official handler started no invocation).
+    from signals import install_signals
+
+    signals = install_signals()
+    theirs = official.LangChainInstrumentor()
+    theirs.uninstrument()  # the fixture's, on the global meter provider
+    theirs.instrument(tracer_provider=configured.provider, meter_provider=signals.meter_provider)
+    try:
+        run_agent("official-metrics", agent_for(both, server.base_url, False), both, "invoke")
+    finally:
+        signals.meter_provider.force_flush()
+    assert server.hits == 2
+    chat_points = [
+        p
+        for p in signals.points(semconv.METRIC_GEN_AI_OPERATION_DURATION)
+        if p.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_CHAT
+    ]
+    assert sum(p.count for p in chat_points) == 2
+    signals.meter_provider.shutdown()
