@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
+from types import FunctionType
 from typing import Any
 
 #: A wrapper factory: given the attribute found on the class, the attribute to put there.
@@ -83,7 +84,7 @@ class PatchSet:
                 current = owner.__dict__[attribute]
                 if wrapper is not None and _in_chain(current, wrapper):
                     continue  # ours, still in the chain under another library's wrapper
-                wrapper = factory(current)
+                wrapper = factory(_as_function(current))
                 setattr(owner, attribute, wrapper)
                 self._installed[(owner, attribute)] = wrapper
 
@@ -129,6 +130,24 @@ class PatchSet:
         with _LOCK:
             self._holders.discard(holder)
             self._held = bool(self._holders)
+
+
+def _as_function(current: Any) -> Any:
+    """``current`` as a function called with the instance first, as a wrapper calls it.
+
+    Another library's wrapper found on the class (wrapt's ``FunctionWrapper``, which the
+    OpenTelemetry instrumentations put there) is a descriptor: it learns its instance only
+    when bound, and called as it is it takes the instance for the first argument. So it is
+    bound on each call, and kept reachable as ``__wrapped__``.
+    """
+    if type(current) is FunctionType or not hasattr(type(current), "__get__"):
+        return current
+
+    def bound_call(instance: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return current.__get__(instance, type(instance))(*args, **kwargs)
+
+    bound_call.__wrapped__ = current  # type: ignore[attr-defined]
+    return bound_call
 
 
 def _in_chain(current: Any, wrapper: Any) -> bool:

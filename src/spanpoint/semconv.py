@@ -7,6 +7,8 @@ comment naming the proposal they follow, so that renaming them later is a one-li
 
 from __future__ import annotations
 
+import functools
+import os
 from typing import Final
 
 from opentelemetry.semconv.attributes import error_attributes as _error
@@ -35,6 +37,11 @@ GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = _gen_ai.GEN_AI_REQUEST_FREQUENCY_PENAL
 GEN_AI_REQUEST_PRESENCE_PENALTY: Final = _gen_ai.GEN_AI_REQUEST_PRESENCE_PENALTY
 GEN_AI_OUTPUT_TYPE: Final = _gen_ai.GEN_AI_OUTPUT_TYPE
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+# Input tokens written to a provider's cache: renamed upstream (semantic-conventions-genai #440,
+# ``cache_creation`` -> ``cache_write``); the newer name has no Python constant yet, and which
+# of the two is emitted is OTEL_SEMCONV_STABILITY_OPT_IN's choice (GEN_AI_RENAMED below).
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: Final = "gen_ai.usage.cache_write.input_tokens"
 SERVER_ADDRESS: Final = _server.SERVER_ADDRESS
 SERVER_PORT: Final = _server.SERVER_PORT
 GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
@@ -230,10 +237,13 @@ RESUMED_FROM_PAUSE: Final = "pause"
 
 # --- what each call cost, and what replay saved ---------------------------------------
 # PROPOSAL, not yet in the GenAI conventions: open-telemetry/semantic-conventions-genai #443
-# ("gen_ai.usage.cost.*"). The amount is priced by genai-prices from the reported token usage;
+# ("gen_ai.usage.cost.*", open). The amount is priced by genai-prices from the reported usage;
 # a model the price table does not know gets neither attribute (never a guessed price).
 GEN_AI_USAGE_COST_AMOUNT: Final = "gen_ai.usage.cost.amount"
 GEN_AI_USAGE_COST_CURRENCY: Final = "gen_ai.usage.cost.currency"
+# Where the amount came from (the proposal's enum: provider | local); spanpoint prices locally.
+GEN_AI_USAGE_COST_SOURCE: Final = "gen_ai.usage.cost.source"
+COST_SOURCE_LOCAL: Final = "local"
 # On a model call's span: true when the price table does not know its model (no cost set).
 COST_UNPRICED: Final = "spanpoint.cost.unpriced"
 # A replayed model call's span carries no gen_ai.usage.* (nothing was paid: a backend that
@@ -259,6 +269,15 @@ METRIC_REPLAY_SAVED_COST: Final = "spanpoint.run.cost.saved"
 # the GenAI registry at the version checked, docs/semconv.md). Replayed calls are not recorded.
 METRIC_GEN_AI_OPERATION_COST: Final = "gen_ai.client.operation.cost"
 
+# --- decisions about a tool call before it runs -----------------------------------------
+# PROPOSAL, not yet in the GenAI conventions: open-telemetry/semantic-conventions-genai #535
+# (open). One event per tool call a framework, policy or approval flow decided on before it
+# ran; spanpoint records the guard's: the calls a stop keeps from running are denied.
+EVENT_TOOL_CALL_DECISION: Final = "gen_ai.tool.call.decision"
+GEN_AI_TOOL_CALL_DECISION_OUTCOME: Final = "gen_ai.tool.call.decision.outcome"
+# Values of gen_ai.tool.call.decision.outcome (the proposal's enum: allow, deny, require_approval).
+DECISION_DENY: Final = "deny"
+
 # --- forks (spanpoint.fork) ------------------------------------------------------------
 # A fork's run holds one record that is no boundary: where it came from. Its kind and path
 # are these; its key is serde.checkpoint_key(run id, FORK_RECORD_PATH, 0, ""), which no
@@ -276,3 +295,39 @@ FORK_CUT_KIND: Final = "spanpoint.fork.cut.kind"
 FORK_CUT_KEY: Final = "spanpoint.fork.cut.key"
 # The value of the link attribute "spanpoint.link" on the link to the original run's span.
 LINK_FORK_ORIGIN: Final = "fork_origin"
+
+
+# --- which GenAI names: OTEL_SEMCONV_STABILITY_OPT_IN -----------------------------------
+# Where upstream renamed a GenAI name, the previous one is emitted by default and the newest
+# one on opt-in, as the OpenTelemetry instrumentations do (opentelemetry.instrumentation.
+# _semconv knows ``gen_ai_latest_experimental`` for GenAI). They have no dual mode for GenAI;
+# ``gen_ai_latest_experimental/dup`` is spanpoint's own: both names, for a backend moving
+# from one to the other. docs/semconv.md lists the renamed names.
+SEMCONV_STABILITY_OPT_IN: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
+OPT_IN_GEN_AI_LATEST: Final = "gen_ai_latest_experimental"
+OPT_IN_GEN_AI_DUP: Final = "gen_ai_latest_experimental/dup"
+
+
+@functools.cache
+def gen_ai_opt_in() -> tuple[bool, bool]:
+    """(previous names, newest names): which of a renamed GenAI name's spellings to emit,
+    from ``$OTEL_SEMCONV_STABILITY_OPT_IN`` (comma-separated), read once per process."""
+    opted = {v.strip() for v in os.environ.get(SEMCONV_STABILITY_OPT_IN, "").split(",")}
+    if OPT_IN_GEN_AI_DUP in opted:
+        return True, True
+    if OPT_IN_GEN_AI_LATEST in opted:
+        return False, True
+    return True, False
+
+
+#: Every GenAI name upstream renamed that spanpoint emits: previous name -> newest name.
+GEN_AI_RENAMED: Final = {
+    GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS,
+}
+
+
+def gen_ai_names(previous: str) -> tuple[str, ...]:
+    """The names a value is emitted under whose name upstream renamed from ``previous``
+    (a key of :data:`GEN_AI_RENAMED`), as ``$OTEL_SEMCONV_STABILITY_OPT_IN`` chooses."""
+    emit_previous, emit_newest = gen_ai_opt_in()
+    return (previous,) * emit_previous + (GEN_AI_RENAMED[previous],) * emit_newest

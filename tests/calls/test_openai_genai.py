@@ -166,6 +166,7 @@ def test_executed_and_replayed_chat_spans_of_a_real_client(
         assert attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] == usage["completion_tokens"]
         assert attrs[semconv.GEN_AI_USAGE_COST_AMOUNT] == pytest.approx(table_price(usage))
         assert attrs[semconv.GEN_AI_USAGE_COST_CURRENCY] == "USD"
+        assert attrs[semconv.GEN_AI_USAGE_COST_SOURCE] == "local"  # priced here, by the table
         paid.append(attrs[semconv.GEN_AI_USAGE_COST_AMOUNT])
     assert {reason for reason, _ in server.sent.values()} == {"tool_calls", "stop"}
 

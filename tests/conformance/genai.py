@@ -143,17 +143,30 @@ CHAT = Operation(
         semconv.GEN_AI_RESPONSE_ID: _str,
         semconv.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: _num,
         semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: _int,
+        # Both spellings of the cache-write count: OTEL_SEMCONV_STABILITY_OPT_IN picks them.
+        semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: _int,
+        semconv.GEN_AI_USAGE_CACHE_WRITE_INPUT_TOKENS: _int,
         semconv.SERVER_ADDRESS: _str,
         semconv.SERVER_PORT: _int,
         semconv.GEN_AI_USAGE_COST_AMOUNT: _num,
         semconv.GEN_AI_USAGE_COST_CURRENCY: _str,
+        semconv.GEN_AI_USAGE_COST_SOURCE: _str,
     },
-    allowed_values={semconv.GEN_AI_OUTPUT_TYPE: frozenset({"text", "json", "image", "speech"})},
+    allowed_values={
+        semconv.GEN_AI_OUTPUT_TYPE: frozenset({"text", "json", "image", "speech"}),
+        semconv.GEN_AI_USAGE_COST_SOURCE: frozenset({"provider", "local"}),
+    },
 )
 
 #: Cost belongs on inference spans only: a parent summing it under these names would be
 #: counted again by every backend that sums them (docs/design-notes.md, "Cost").
-COST_ATTRIBUTES = frozenset({semconv.GEN_AI_USAGE_COST_AMOUNT, semconv.GEN_AI_USAGE_COST_CURRENCY})
+COST_ATTRIBUTES = frozenset(
+    {
+        semconv.GEN_AI_USAGE_COST_AMOUNT,
+        semconv.GEN_AI_USAGE_COST_CURRENCY,
+        semconv.GEN_AI_USAGE_COST_SOURCE,
+    }
+)
 
 #: A replayed chat span paid nothing: spanpoint's deliberate deviation from the recommended
 #: usage attributes, whose counts it carries under these names instead (docs/semconv.md).

@@ -54,6 +54,35 @@ def test_span_events_attributes_and_metrics_of_a_stop(otel: Telemetry, tools: To
     assert otel.counts(semconv.METRIC_GUARD_TERMINATIONS, "kind") == {"detector": 1}
 
 
+def test_a_stop_denies_the_tool_calls_it_keeps_from_running(otel: Telemetry, tools: Tools) -> None:
+    # The tool-call decision event proposed upstream (semantic-conventions-genai #535).
+    agent = make_agent(stuck_on_search, [tools.make("search")], GuardConfig(), otel=otel)
+    with otel.provider.get_tracer("t").start_as_current_span("test"):
+        result = agent.invoke({"messages": [("user", "q")]}, thread("denied"))
+
+    (stop,) = [e for e in otel.span("test").events if e.name == semconv.EVENT_GUARD_TERMINATED]
+    decisions = [
+        dict(e.attributes or {})
+        for e in otel.span("test").events
+        if e.name == semconv.EVENT_TOOL_CALL_DECISION
+    ]
+    skipped = [
+        m.tool_call_id
+        for m in result["messages"]
+        if m.type == "tool"
+        and m.additional_kwargs.get("spanpoint_guard", {}).get("kind") == "skipped"
+    ]
+    assert stop.attributes[semconv.GUARD_SKIPPED_TOOL_CALLS] == len(decisions) == 1
+    assert decisions == [
+        {
+            semconv.GEN_AI_TOOL_CALL_DECISION_OUTCOME: semconv.DECISION_DENY,
+            semconv.GEN_AI_TOOL_NAME: "search",
+            semconv.GEN_AI_TOOL_CALL_ID: skipped[0],
+        }
+    ]
+    assert [name for name, _ in tools.log] == ["search"] * 3  # the denied fourth never ran
+
+
 def test_no_sdk_no_span_is_fine(tools: Tools) -> None:
     # Outside any recording span and with the global (no-op) meter, the guard still works.
     out = make_agent(stuck_on_search, [tools.make("search")], GuardConfig()).invoke(

@@ -298,9 +298,13 @@ def describe_model_response(
         else:
             attrs[semconv.GEN_AI_USAGE_INPUT_TOKENS] = inp
             attrs[semconv.GEN_AI_USAGE_OUTPUT_TOKENS] = out
-            cached = (usage.get("input_token_details") or {}).get("cache_read")
+            details = usage.get("input_token_details") or {}
+            cached, written = details.get("cache_read"), details.get("cache_creation")
             if isinstance(cached, int) and cached:
                 attrs[semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cached
+            if isinstance(written, int) and written:
+                for name in semconv.gen_ai_names(semconv.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS):
+                    attrs[name] = written
             attrs.update(priced_attributes(cost))
     if priced is not None:
         priced.append((ai, cost))

@@ -78,6 +78,7 @@ def priced_attributes(cost: CallCost | None) -> dict[str, Any]:
     return {
         semconv.GEN_AI_USAGE_COST_AMOUNT: cost.amount,
         semconv.GEN_AI_USAGE_COST_CURRENCY: cost.currency,
+        semconv.GEN_AI_USAGE_COST_SOURCE: semconv.COST_SOURCE_LOCAL,
     }
 
 

@@ -63,7 +63,7 @@ from opentelemetry.util.types import AttributeValue
 from spanpoint import semconv
 from spanpoint._hooks import sign_hooks
 from spanpoint.boundary import BoundarySpec, aspan_call, span_call
-from spanpoint.calls import cost, injected, results, tasks
+from spanpoint.calls import cost, injected, official, results, tasks
 from spanpoint.calls import spec as call_spec
 from spanpoint.calls.policy import CallCheckpointPolicy, CallMode
 from spanpoint.capture import CapturePolicy
@@ -76,6 +76,9 @@ ToolResult = ToolMessage | Command[Any]
 
 # Every run whose model calls go through the middleware ends with its cost totals on its span.
 on_run_end(cost.set_run_totals)
+# The official LangChain instrumentation starts no second span for a call the middleware
+# traces (spanpoint.calls.official).
+official.watch()
 
 
 class CheckpointMiddleware(AgentMiddleware):  # type: ignore[type-arg]

@@ -144,6 +144,30 @@ def _covered(kind: str, operation: str, tool: str | None = None) -> bool:
     return tool is None or attrs.get(semconv.GEN_AI_TOOL_NAME) == tool
 
 
+def model_call_traced(*, reaches_seam: bool) -> bool:
+    """Whether a model call starting here has spanpoint's ``chat`` span: one around it (the
+    middleware's boundary), or, for a call that passes the model seam next (``reaches_seam``),
+    the one the seam will open, decided from this same context."""
+    if _covered(semconv.KIND_MODEL_CALL, semconv.OP_CHAT):
+        return True
+    return reaches_seam and _wanted() is not None
+
+
+def tool_call_traced(name: str) -> bool:
+    """Whether the current span is spanpoint's ``execute_tool`` span of tool ``name`` (a tool
+    call's callbacks fire inside the seam's or the middleware's span)."""
+    span = trace.get_current_span()
+    attrs: Mapping[str, Any] | None = _compat.span_attribute_dict(span)
+    if attrs is None:
+        attrs = getattr(span, "attributes", None)
+    return bool(
+        attrs
+        and semconv.BOUNDARY_KIND in attrs
+        and attrs.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_EXECUTE_TOOL
+        and attrs.get(semconv.GEN_AI_TOOL_NAME) == name
+    )
+
+
 def _wanted() -> bool | None:
     """True: a durable boundary; False: a plain span; None: leave the call alone."""
     if not PATCHES.live:

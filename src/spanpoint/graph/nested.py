@@ -37,7 +37,7 @@ from opentelemetry import trace
 
 from spanpoint import semconv, spans
 from spanpoint._patches import PatchSet
-from spanpoint.calls import seams, tasks
+from spanpoint.calls import official, seams, tasks
 from spanpoint.capture import exception_text
 from spanpoint.config import settings
 from spanpoint.graph.inspect import GraphInfo, graph_call_attributes, inspect_graph
@@ -193,6 +193,10 @@ def _targets() -> list[tuple[type, str, Callable[[Any], Any]]]:
 #: ``Pregel.invoke`` / ``ainvoke``, in spanpoint's one patch registry: applied by the first
 #: runner call, on in a runner call's context (:data:`CURRENT`).
 PATCHES = PatchSet("graph.nested", _targets)
+
+# A runner's calls strategy opens chat and execute_tool spans through the seams: the official
+# LangChain instrumentation steps aside for them (spanpoint.calls.official).
+official.watch()
 
 
 # --- the nested call's span ----------------------------------------------------------------

@@ -432,6 +432,7 @@ class GuardEngine:
             "message": text,
         }
         self.telemetry.terminated(stop)
+        self.telemetry.denied(pending)
         self.telemetry.check(s)
         messages: list[BaseMessage] = [*termination.skipped_tool_messages(pending, reason)]
         messages.append(termination.explanation_message(text, reason, kind, s["steps"]))

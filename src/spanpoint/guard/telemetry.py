@@ -1,7 +1,8 @@
 """What the guard sees and decides, as OpenTelemetry: span attributes, span events, metrics.
 
 Checks set attributes on the current span (step index, tokens, cost, breaker state);
-detections, reflections, recoveries, terminations and resumes are span events; counters
+detections, reflections, recoveries, terminations and resumes are span events, and so is the
+tool-call decision (``deny``) of each call a stop keeps from running; counters
 count detections by pattern and terminations by reason. All names live in ``semconv``.
 
 The counters come from ``spanpoint.telemetry.metrics`` on spanpoint's meter provider (the one
@@ -13,7 +14,7 @@ lost: docs/design-notes.md, "Guard telemetry".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -109,6 +110,18 @@ class GuardTelemetry:
                 semconv.GUARD_SKIPPED_TOOL_CALLS: termination["skipped"],
             },
         )
+
+    def denied(self, calls: Sequence[Mapping[str, Any]]) -> None:
+        """Tool calls the model asked for that a stop keeps from running: a tool-call
+        decision event each, outcome ``deny``."""
+        for call in calls:
+            attributes = {
+                semconv.GEN_AI_TOOL_CALL_DECISION_OUTCOME: semconv.DECISION_DENY,
+                semconv.GEN_AI_TOOL_NAME: str(call.get("name") or ""),
+            }
+            if call.get("id"):
+                attributes[semconv.GEN_AI_TOOL_CALL_ID] = str(call["id"])
+            _event(semconv.EVENT_TOOL_CALL_DECISION, attributes)
 
     def resumed(self, reason: str, step: int, granted: int, author: str) -> None:
         """A stopped run was continued with a correction."""

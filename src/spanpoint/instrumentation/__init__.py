@@ -134,13 +134,14 @@ class SpanpointInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument_calls(self) -> None:
         # For import time: the seams load langchain-core's chat models and tools.
-        from spanpoint.calls import seams, tasks
+        from spanpoint.calls import official, seams, tasks
 
         # The model and tool seams: a boundary in a durable scope, a plain span elsewhere
         # ($SPANPOINT_DURABLE=off: spans only), under either strategy. Nothing else: an
         # injected middleware would make LangChain build another agent.
         tasks.set_durable_scope(durable_from_env())
         seams.install(self, trace_calls=True)
+        official.watch()  # one chat / execute_tool span per call beside the official one
         tasks.record_positions(self)  # a subgraph's tasks learn their callers' positions
 
     def _wrap(
