@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,26 +18,10 @@ from opentelemetry import trace
 import spanpoint
 from spanpoint import semconv, serde
 from spanpoint.errors import LeaseLostError
-from spanpoint.stores import MemoryStore, SqliteStore, open_store
-from spanpoint.stores.base import Checkpoint, CheckpointStore
-from tests.conftest import Telemetry, make_telemetry
+from spanpoint.stores.base import Checkpoint
+from tests.conftest import Telemetry
 
 OTHER = "twin-host#1#0:1:other-worker"
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def telemetry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Telemetry]:
-    store: CheckpointStore
-    if request.param == "memory":
-        store = MemoryStore()
-    elif request.param == "sqlite":
-        store = SqliteStore(tmp_path / "fenced.db")
-    else:
-        store = open_store(request.getfixturevalue("pg_dsn"))
-    t = make_telemetry(store)
-    yield t
-    t.provider.shutdown()
-    store.close()
 
 
 class Clock:

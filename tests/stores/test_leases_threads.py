@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from operator import add
 from pathlib import Path
@@ -24,26 +23,9 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 import spanpoint
-from spanpoint.stores import MemoryStore, SqliteStore, open_store
-from spanpoint.stores.base import CheckpointStore
-from tests.conftest import Telemetry, make_telemetry
+from tests.conftest import Telemetry
 
 TRIALS = 20
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def telemetry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Telemetry]:
-    store: CheckpointStore
-    if request.param == "memory":
-        store = MemoryStore()
-    elif request.param == "sqlite":
-        store = SqliteStore(tmp_path / "leases.db")
-    else:
-        store = open_store(request.getfixturevalue("pg_dsn"))
-    t = make_telemetry(store)
-    yield t
-    t.provider.shutdown()
-    store.close()
 
 
 class Effects:
