@@ -123,18 +123,27 @@ class ScriptedModel(ConversationModel):
     tool calls (a list of ``{"name", "args"}``) or the final text. Nothing depends on how
     often the model was called, so replays and resumes see the same behaviour.
 
-    ``usage`` (input, output) is reported as ``usage_metadata`` on every answer; ``None``
-    reports none (so the guard must estimate). Not streamed: ``stream`` falls back to one
-    ``invoke``, as a model without streaming does.
+    ``usage`` (input, output) is reported as ``usage_metadata`` on every answer, or a function
+    of the conversation giving it; ``None`` reports none (so the guard must estimate).
+    ``provider``, when set, is reported as the LangSmith ``ls_provider`` and as
+    ``response_metadata["model_provider"]``, as a real provider's model and reply do (what
+    cost pricing reads). Not streamed: ``stream`` falls back to one ``invoke``, as a model
+    without streaming does.
     """
 
     script: Any = None
-    usage: tuple[int, int] | None = (100, 20)
+    usage: Any = (100, 20)  # (input, output), usage(messages) -> (input, output), or None
+    provider: str | None = None
     model_name: str = "scripted-model"
 
     @property
     def _llm_type(self) -> str:
         return "scripted-fake"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = self.provider or params["ls_provider"]
+        return params
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, BaseMessage]:
         """Accept tools like a real model (the script decides which are called)."""
@@ -144,9 +153,13 @@ class ScriptedModel(ConversationModel):
         """The reply to ``messages``: the script's tool calls or text for this turn."""
         turn = sum(1 for m in messages if m.type == "ai")
         reply = self.script(turn, messages)
-        extra: dict[str, Any] = {"response_metadata": {"model_name": self.model_name}}
-        if self.usage is not None:
-            i, o = self.usage
+        metadata = {"model_name": self.model_name}
+        if self.provider is not None:
+            metadata["model_provider"] = self.provider
+        extra: dict[str, Any] = {"response_metadata": metadata}
+        usage = self.usage(messages) if callable(self.usage) else self.usage
+        if usage is not None:
+            i, o = usage
             extra["usage_metadata"] = {"input_tokens": i, "output_tokens": o, "total_tokens": i + o}
         if isinstance(reply, str):
             return AIMessage(content=reply, **extra)

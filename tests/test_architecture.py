@@ -694,12 +694,14 @@ def test_the_registry_applies_once_and_a_runner_call_replaces_nothing(
     """At run time, generated over every loaded framework class: after the first runner call
     every attribute that is spanpoint's is one the registry lists, and a later call, seen
     from inside one of its nodes and after it, replaces no class attribute at all."""
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
     from langchain_core.tools import tool
     from langgraph.graph import START, MessagesState, StateGraph
 
     import spanpoint
+    from fakes import ScriptedModel
     from spanpoint import _patches
+
+    model = ScriptedModel(script=lambda turn, messages: f"turns: {len(messages)}")
 
     @tool
     def lookup(ticket: int) -> str:
@@ -719,7 +721,6 @@ def test_the_registry_applies_once_and_a_runner_call_replaces_nothing(
     seen: list[set[tuple[type, str]]] = []
 
     def node(state: MessagesState) -> dict[str, object]:
-        model = FakeListChatModel(responses=[f"turns: {len(state['messages'])}"])
         reply = model.invoke(state["messages"])
         lookup.invoke({"ticket": 7})
         if before:
@@ -786,3 +787,105 @@ def test_test_modules_live_in_the_folder_of_their_surface() -> None:
         "test_examples.py",
         "test_exported_members.py",
     ]
+
+
+# --- one family of fake models -----------------------------------------------------------------
+
+TESTS = ROOT / "tests"
+
+
+def _imported(tree: ast.AST) -> dict[str, str]:
+    """What each name a module binds to a LangChain import stands for, as ``module:attr``
+    (``module:`` for a module itself)."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("langchain"):
+            for a in node.names:
+                bound[a.asname or a.name] = f"{node.module}:{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("langchain"):
+                    # ``import a.b as x`` binds x to a.b; ``import a.b`` binds a.
+                    module = a.name if a.asname else a.name.split(".")[0]
+                    bound[a.asname or module] = f"{module}:"
+    return bound
+
+
+def _language_model(ref: str) -> bool:
+    """Whether ``module:attr`` (``attr`` may be dotted) names a LangChain language model class."""
+    import importlib
+
+    from langchain_core.language_models import BaseLanguageModel
+
+    module, _, attr = ref.partition(":")
+    try:
+        value: object = importlib.import_module(module)
+        for part in filter(None, attr.split(".")):
+            value = getattr(value, part)
+    except (ImportError, AttributeError):
+        submodule, _, rest = attr.partition(".")
+        return bool(rest) and _language_model(f"{module}.{submodule}:{rest}")
+    return isinstance(value, type) and issubclass(value, BaseLanguageModel)
+
+
+def fake_models_outside_the_family(tests: Path = TESTS) -> list[str]:
+    """Classes under ``tests`` outside ``fakes.py`` built directly on a LangChain language
+    model (``BaseChatModel``, its fakes, a provider's model), and imports of LangChain's own
+    fakes, which answer from a counter."""
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        if path == tests / "fakes.py":
+            continue
+        tree = ast.parse(path.read_text())
+        bound = _imported(tree)
+        where = path.relative_to(tests)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names += [a.name for a in node.names]
+                if any(n.startswith("langchain") and ".fake" in n for n in names):
+                    found.append(f"{where}:{node.lineno} imports LangChain's fakes")
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                dotted = ast.unparse(base)
+                head, _, rest = dotted.partition(".")
+                ref = bound.get(head)
+                if ref is not None and _language_model(f"{ref}{'.' if rest else ''}{rest}"):
+                    found.append(f"{where}:{node.lineno} class {node.name}({dotted})")
+    return found
+
+
+def test_every_fake_model_is_of_the_one_family() -> None:
+    # Fake models answer from the conversation they are given, never from a counter: replay
+    # skips calls, so a counting fake answers differently on replay and the test proves
+    # nothing. tests/fakes.py holds the family (ConversationModel, ScriptedModel); a test's
+    # fake is one of them or a subclass adding what that test needs.
+    assert fake_models_outside_the_family() == [], "build fake models on tests/fakes.py's"
+
+
+def test_the_fake_model_check_sees_a_stray_fake(tmp_path: Path) -> None:
+    (tmp_path / "fakes.py").write_text(
+        "from langchain_core.language_models import BaseChatModel\n"
+        "class ConversationModel(BaseChatModel): ...\n"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "test_stray.py").write_text(
+        "import langchain_core.language_models as lm\n"
+        "from langchain_core.language_models import BaseChatModel as Base\n"
+        "from langchain_core.language_models.fake_chat_models import GenericFakeChatModel\n"
+        "from langchain_core.messages import AIMessage\n"
+        "from fakes import ConversationModel\n"
+        "class A(Base): ...\n"
+        "class B(GenericFakeChatModel): ...\n"
+        "class C(lm.chat_models.BaseChatModel): ...\n"
+        "class Fine(ConversationModel): ...\n"
+        "class Message(AIMessage): ...\n"
+    )
+    found = fake_models_outside_the_family(tmp_path)
+    assert [f.split(" ", 1)[1] for f in found] == [
+        "imports LangChain's fakes",
+        "class A(Base)",
+        "class B(GenericFakeChatModel)",
+        "class C(lm.chat_models.BaseChatModel)",
+    ], found

@@ -12,6 +12,7 @@ from langchain_core.tools import tool
 
 import spanpoint
 from fakes import ConversationModel
+from harness import metric_points
 from spanpoint import semconv
 from spanpoint.calls.cost import run_cost
 from spanpoint.run import current_run
@@ -161,15 +162,7 @@ def test_the_run_cost_metrics_count_each_attempts_total_once(name: str) -> None:
     # Two graph calls of one attempt: each summary holds the attempt's totals so far.
     for paid, saved in ((0.25, 0.5), (1.0, 0.75)):
         _count_cost(provider, {**base, "cost": {"executed": {"cost": paid}, "saved": saved}})
-    data = reader.get_metrics_data()
-    points = [
-        point
-        for rm in data.resource_metrics
-        for sm in rm.scope_metrics
-        for metric in sm.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-    ]
+    points = metric_points(reader, name)
     want = 1.0 if name == semconv.METRIC_RUN_COST else 0.75
     assert [p.value for p in points] == [pytest.approx(want)]
     assert points[0].attributes[semconv.GEN_AI_AGENT_NAME] == "support"

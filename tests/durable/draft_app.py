@@ -22,6 +22,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fakes.py
+
 from durable_agents import draft_graph
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command

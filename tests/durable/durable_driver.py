@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fakes.py
+
 import durable_agents as agents
 from durable_fakes import KILL_ENV, conversation
 from durable_support import load_instrumentor

@@ -11,6 +11,9 @@ a replay and prove nothing.
   ``decide`` function picks the next tool calls from which ``ToolMessage``s are present.
   Tool-call ids are fresh ``uuid4``s on every real execution, as a real provider's are.
 
+Both are ``fakes.ScriptedModel`` subclasses (the suite's one family of fake models) adding
+only the execution log, the kill points and tool binding in the OpenAI format.
+
 Every real execution of a model or a tool is appended to a JSON-lines log under an exclusive
 ``fcntl`` lock, so the work of a process that is SIGKILLed right afterwards is still counted.
 ``kill_point(label)`` SIGKILLs the current process when ``$DURABLE_KILL_AT`` names ``label``:
@@ -31,11 +34,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
+
+from fakes import ScriptedModel
 
 KILL_ENV = "DURABLE_KILL_AT"
 LOG_ENV = "DURABLE_LOG"
@@ -87,10 +89,6 @@ def kill_point(label: str) -> None:
 # --- models ------------------------------------------------------------------------------
 
 
-def _result(message: AIMessage) -> ChatResult:
-    return ChatResult(generations=[ChatGeneration(message=message)])
-
-
 def _last_human(messages: Sequence[BaseMessage]) -> str:
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
@@ -98,8 +96,9 @@ def _last_human(messages: Sequence[BaseMessage]) -> str:
     return ""
 
 
-class _LoggingModel(BaseChatModel):
-    """Shared parts: tool binding like a real model, and the execution log."""
+class _LoggingModel(ScriptedModel):
+    """Shared parts: tool binding like a real model, and the execution log. Its ``answer`` is
+    the reply rule; ``script`` is unused."""
 
     log: str = ""
     model_name: str = "fake-durable"
@@ -107,11 +106,6 @@ class _LoggingModel(BaseChatModel):
     @property
     def _llm_type(self) -> str:
         return "durable-fake"
-
-    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
-        params = super()._get_ls_params(stop=stop, **kwargs)
-        params["ls_provider"] = "fake"
-        return params
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, BaseMessage]:
         """Accept tools like a real model does (the script decides which are called)."""
@@ -128,19 +122,14 @@ class _LoggingModel(BaseChatModel):
 class DraftModel(_LoggingModel):
     """Drafts a reply to the last human message; every real execution adds random bytes."""
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def answer(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """A draft of the reply to the last human message, with this execution's bytes."""
         request = _last_human(messages)
         draft = f"Draft reply to {request!r} [{os.urandom(6).hex()}]"
         record(log_path(self.log or None), "model", f"draft:{request}", text=draft)
         kill_point(f"model:draft:{request}")
         usage = {"input_tokens": 12, "output_tokens": 9, "total_tokens": 21}
-        return _result(AIMessage(content=draft, usage_metadata=usage))
+        return AIMessage(content=draft, usage_metadata=usage)
 
 
 #: decide(messages) -> (label, reply). The label names the decision, so the log tells which
@@ -158,19 +147,14 @@ class ScriptModel(_LoggingModel):
     role: str = "agent"
     decide: Any = None  # Decide; Any because pydantic cannot validate a Callable type alias
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def answer(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """The reply ``decide`` picks, logged between its two kill points."""
         label, reply = self.decide(messages)
         label = f"{self.role}:{label}"
         kill_point(f"before:{label}")
         record(log_path(self.log or None), "model", label)
         kill_point(f"after:{label}")
-        return _result(reply)
+        return reply
 
 
 def tool_call(name: str, **args: Any) -> dict[str, Any]:

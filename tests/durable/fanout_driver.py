@@ -32,11 +32,10 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fakes.py
+
 from durable_fakes import LOG_ENV, record
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.config import get_stream_writer
 from langgraph.graph import START, StateGraph
@@ -44,6 +43,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Send
 from opentelemetry.sdk.trace import TracerProvider
 
+from fakes import ScriptedModel
 from spanpoint.graph.types import StreamReplayError
 
 KILL_ENV = "FANOUT_KILL"
@@ -85,30 +85,17 @@ def topic_of(messages: list[BaseMessage]) -> str:
     return str(first.content).removeprefix("research ")
 
 
-class ResearchModel(BaseChatModel):
+def research(turn: int, messages: list[BaseMessage]) -> str:
     """Plans when the branch has no AI turn yet, else writes the report from the notes."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "fanout-fake"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        topic = topic_of(messages)
-        turns = sum(isinstance(m, AIMessage) for m in messages)
-        notes = [str(m.content) for m in messages if str(m.content).startswith("notes ")]
-        label, text = (
-            (f"plan:{topic}", f"plan for {topic}")
-            if turns == 0
-            else (f"write:{topic}", f"report on {topic} from {notes}")
-        )
-        execute(label, topic)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+    topic = topic_of(messages)
+    notes = [str(m.content) for m in messages if str(m.content).startswith("notes ")]
+    label, text = (
+        (f"plan:{topic}", f"plan for {topic}")
+        if turn == 0
+        else (f"write:{topic}", f"report on {topic} from {notes}")
+    )
+    execute(label, topic)
+    return text
 
 
 @tool
@@ -118,7 +105,7 @@ def search(query: str) -> str:
     return f"results for {query}"
 
 
-MODEL = ResearchModel()
+MODEL = ScriptedModel(script=research, usage=None)
 
 
 class Research(TypedDict):

@@ -1,10 +1,11 @@
 """Priced agent runs, executed and replayed: what makes the dashboards' cost panels show real
 data.
 
-The fake model answers from the conversation (it looks up ``lookups`` orders, one per turn,
-counted by the tool answers it was given, then answers) and reports its token usage under a
-model name the price table knows, as a provider's response would. A run executed twice under
-one run id replays the second time, so replay saves exactly the first attempt's cost.
+The fake model (the suite's ``fakes.ScriptedModel``) answers from the conversation (it looks
+up ``lookups`` orders, one per turn, counted by the tool answers it was given, then answers)
+and reports its token usage under a model name the price table knows, as a provider's
+response would. A run executed twice under one run id replays the second time, so replay
+saves exactly the first attempt's cost.
 Telemetry goes where the standard ``OTEL_EXPORTER_OTLP_*`` variables say.
 
     python tests/e2e/cost_workload.py RUN_ID
@@ -27,47 +28,40 @@ import json
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fakes.py
+
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 
 import spanpoint
+from fakes import ScriptedModel
 
 #: Where the fake logs its executed calls, and the run/attempt being driven (this script's).
 CALLS_LOG: Path | None = None
 CURRENT: dict[str, Any] = {}
 
 
-class PricedModel(BaseChatModel):
-    """Looks ``lookups`` orders up, then answers; reports usage like a real provider."""
+def priced_model(model: str, lookups: int) -> ScriptedModel:
+    """Looks ``lookups`` orders up, then answers; reports usage like a real provider (input
+    tokens grow with the conversation), under a model name the price table knows."""
 
-    model_name: str = "gpt-4o-mini"
-    lookups: int = 1
+    def usage(messages: Sequence[BaseMessage]) -> tuple[int, int]:
+        return 400 * len(messages), 120
 
-    @property
-    def _llm_type(self) -> str:
-        return "priced-fake"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        usage = {"input_tokens": 400 * len(messages), "output_tokens": 120, "total_tokens": 0}
+    def script(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, Any]] | str:
+        inp, out = usage(messages)
+        _log_call({"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out})
         looked_up = sum(m.type == "tool" for m in messages)
-        if looked_up < self.lookups:
-            order = str(looked_up + 1)
-            call = {"name": "order_status", "args": {"order": order}, "id": f"c_{uuid.uuid4().hex}"}
-            message = AIMessage("", tool_calls=[call], usage_metadata=usage)
-        else:
-            message = AIMessage(f"{looked_up} order(s) ship tomorrow.", usage_metadata=usage)
-        message.response_metadata = {"model_name": self.model_name, "model_provider": "openai"}
-        _log_call(usage)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        if looked_up < lookups:
+            return [{"name": "order_status", "args": {"order": str(looked_up + 1)}}]
+        return f"{looked_up} order(s) ship tomorrow."
+
+    return ScriptedModel(script=script, usage=usage, model_name=model, provider="openai")
 
 
 def _log_call(usage: dict[str, int]) -> None:
@@ -88,7 +82,7 @@ def order_status(order: str) -> str:
 def run(run_id: str, graph: str, model: str, lookups: int, attempts: int, phase: str) -> bool:
     """Run one agent ``attempts`` times under ``run_id``; True when every attempt answered
     the same (the later ones replayed the first)."""
-    agent = create_agent(PricedModel(model_name=model, lookups=lookups), [order_status])
+    agent = create_agent(priced_model(model, lookups), [order_status])
     runner = spanpoint.GraphRunner(agent, name=graph, strategy="calls")
     answers = []
     for attempt in range(1, attempts + 1):

@@ -3,8 +3,8 @@ spanpoint's guard, one whose tool raises and fails the run.
 
 The e2e workload beside ``spanpoint demo`` and ``examples/calls_agent.py``: it is what makes
 the dashboards' *guard terminations* and *most failing tools* panels show real data. The fake
-model answers from the conversation (always the same tool call). Telemetry goes where the
-standard ``OTEL_EXPORTER_OTLP_*`` variables say.
+models (the suite's ``fakes.ScriptedModel``) answer from the conversation: always the same
+tool call. Telemetry goes where the standard ``OTEL_EXPORTER_OTLP_*`` variables say.
 
     python tests/e2e/guard_workload.py RUN_ID
 """
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: fakes.py
+
 from langchain.agents import create_agent
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage
 from langchain_core.tools import ToolException, tool
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -26,28 +28,23 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 import spanpoint
+from fakes import ScriptedModel
 from spanpoint.guard import GuardConfig, GuardMiddleware
 
 
-class StuckModel(BaseChatModel):
+def stuck(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     """Asks for the same search every turn, whatever the tool answered."""
+    return [{"name": "search", "args": {"query": "order 7"}}]
 
-    @property
-    def _llm_type(self) -> str:
-        return "stuck-fake"
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
+def refunding(turn: int, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    """Asks for a refund."""
+    return [{"name": "refund", "args": {"order": "7"}}]
 
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        usage = {"input_tokens": 30 * len(messages), "output_tokens": 9, "total_tokens": 0}
-        call = {
-            "name": "search",
-            "args": {"query": "order 7"},
-            "id": f"call_{uuid.uuid4().hex[:8]}",
-        }
-        message = AIMessage("", tool_calls=[call], usage_metadata=usage)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+
+def usage(messages: Sequence[BaseMessage]) -> tuple[int, int]:
+    """Input tokens grow with the conversation, as a real provider's do."""
+    return 30 * len(messages), 9
 
 
 @tool
@@ -62,14 +59,6 @@ def refund(order: str) -> str:
     raise RuntimeError(f"payment provider timed out refunding {order}")
 
 
-class RefundModel(StuckModel):
-    """Asks for a refund."""
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        call = {"name": "refund", "args": {"order": "7"}, "id": f"call_{uuid.uuid4().hex[:8]}"}
-        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
-
-
 def main(run_id: str) -> int:
     """Run the stuck agent once under ``run_id``; 0 when the guard stopped it."""
     meters = MeterProvider(
@@ -79,14 +68,18 @@ def main(run_id: str) -> int:
     spanpoint.configure()
     search.handle_tool_error = True
     agent = create_agent(
-        StuckModel(),
+        ScriptedModel(script=stuck, usage=usage, model_name="StuckModel"),
         [search],
         middleware=[
             spanpoint.CheckpointMiddleware(),
             GuardMiddleware(GuardConfig(), meter_provider=meters),
         ],
     )
-    failing = create_agent(RefundModel(), [refund], middleware=[spanpoint.CheckpointMiddleware()])
+    failing = create_agent(
+        ScriptedModel(script=refunding, usage=None, model_name="RefundModel"),
+        [refund],
+        middleware=[spanpoint.CheckpointMiddleware()],
+    )
     try:
         with spanpoint.run(run_id, name="stuck-search"):
             out = agent.invoke({"messages": [("user", "where is order 7?")]})

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 import spanpoint
+from fakes import ScriptedModel
 from spanpoint.graph.inspect import find_checkpoint_middleware, inspect_graph
 from spanpoint.graph.types import DurabilityPolicy
 
@@ -25,15 +24,9 @@ def lookup(order: str) -> str:
     return "paid"
 
 
-class Model(GenericFakeChatModel):
-    """Never called: these graphs are only inspected."""
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-        return self
-
-
 def model() -> Any:
-    return Model(messages=iter([AIMessage("done")]))
+    """Never called: these graphs are only inspected."""
+    return ScriptedModel()
 
 
 def member(name: str, middleware: list[Any]) -> Any:

@@ -19,16 +19,14 @@ from typing import Annotated, Any, TypedDict
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Send
 
 import spanpoint
+from fakes import ScriptedModel
 from spanpoint.calls import seams, tasks
 from spanpoint.graph import DurabilityPolicy, GraphRunner
 from spanpoint.instrumentation import SpanpointInstrumentor
@@ -48,27 +46,15 @@ class Executions:
         time.sleep(self.pace.get(branch, 0.0))
 
 
-class Model(BaseChatModel):
+def branch_model(executions: Executions) -> ScriptedModel:
     """Answers from the conversation: its branch, and how many AI turns it already has."""
 
-    executions: Any = None
-
-    @property
-    def _llm_type(self) -> str:
-        return "identity-fake"
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(turn: int, messages: list[BaseMessage]) -> str:
         branch = str(messages[0].content)
-        turn = sum(isinstance(m, AIMessage) for m in messages)
-        self.executions.run(f"{branch}:{turn}", branch)
-        reply = AIMessage(content=f"{branch} turn {turn}")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+        executions.run(f"{branch}:{turn}", branch)
+        return f"{branch} turn {turn}"
+
+    return ScriptedModel(script=reply, usage=None)
 
 
 class Branch(TypedDict):
@@ -81,7 +67,7 @@ class Outer(TypedDict):
     replies: Annotated[list[str], operator.add]
 
 
-def branch_graph(model: Model, depth: int) -> Any:
+def branch_graph(model: ScriptedModel, depth: int) -> Any:
     def think(state: Branch) -> dict[str, Any]:
         reply = model.invoke(state["messages"])
         return {"messages": [reply], "replies": [str(reply.content)]}
@@ -100,7 +86,7 @@ def branch_graph(model: Model, depth: int) -> Any:
     return inner
 
 
-def fan_out(model: Model, depth: int) -> Any:
+def fan_out(model: ScriptedModel, depth: int) -> Any:
     g = StateGraph(Outer)
     g.add_node("branch", branch_graph(model, depth))
 
@@ -142,7 +128,7 @@ def _fan_out_twice(order: list[str], width: int, depth: int, instrumentor: Any) 
     # Attempt 1: the first branch of ``order`` is the slowest, so branches reach each step
     # in another order than the rerun, where every call replays at once.
     executions.pace = {b: 0.02 * (len(order) - i) for i, b in enumerate(order)}
-    graph = fan_out(Model(executions=executions), depth)
+    graph = fan_out(branch_model(executions), depth)
     runner = GraphRunner(graph, name="fan", strategy="calls", durability=QUIET)
     run_id = f"fan-{''.join(order)}-{width}-{depth}-{instrumentor is None}"
     question = {"branches": branches, "replies": []}
@@ -166,7 +152,7 @@ def _fan_out_twice(order: list[str], width: int, depth: int, instrumentor: Any) 
 
 def test_task_frames_leave_with_their_task_under_thread_durability(configured_sqlite: Any) -> None:
     executions = Executions()
-    saver_graph = branch_graph(Model(executions=executions), 1).builder.compile(
+    saver_graph = branch_graph(branch_model(executions), 1).builder.compile(
         checkpointer=InMemorySaver()
     )
     previous = tasks.durable_scope()
