@@ -11,6 +11,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint
 
 import spanpoint
 from fakes import ConversationModel
+from harness import metric_points
 from signals import Signals, install_signals
 from spanpoint import semconv
 from spanpoint.instrumentation import SpanpointInstrumentor
@@ -34,14 +35,7 @@ def signals(configured: Telemetry) -> Iterator[Signals]:
 
 
 def points(signals: Signals, name: str) -> list[HistogramDataPoint]:
-    data = signals.metrics.get_metrics_data()
-    found: list[HistogramDataPoint] = []
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name == name:
-                    found.extend(metric.data.data_points)  # type: ignore[arg-type]
-    return found
+    return metric_points(signals.metrics, name)
 
 
 def by_operation(pts: list[HistogramDataPoint]) -> dict[Any, int]:
