@@ -118,6 +118,22 @@ class ConversationModel(BaseChatModel):
         )
 
 
+class CountingModel(ConversationModel):
+    """The conversation model, counting each execution in the ``effects`` file as ``effect``
+    (a replayed call never reaches it); ``offline`` raises as an unreachable provider would."""
+
+    effects: str = ""
+    effect: str = "model"
+    offline: bool = False
+
+    def answer(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        if self.offline:
+            raise ConnectionError("model unreachable (offline)")
+        if self.effects:
+            count_effect(self.effects, self.effect)
+        return super().answer(messages)
+
+
 class ScriptedModel(ConversationModel):
     """A :class:`ConversationModel` whose turn ``n`` is answered by ``script(n, messages)``:
     tool calls (a list of ``{"name", "args"}``) or the final text. Nothing depends on how

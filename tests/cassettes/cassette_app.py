@@ -24,22 +24,20 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 
 import spanpoint
-from fakes import ConversationModel, count_effect
+from fakes import CountingModel, count_effect
 from spanpoint.stores import MemoryStore
 
 EFFECTS = Path(sys.argv[4]) if len(sys.argv) > 4 else Path("effects.txt")
+
+
+def counted(name: str) -> dict[str, Any]:
+    """Count the model's executions under its name; unreachable when the test is offline."""
+    offline = os.environ.get("SPANPOINT_TEST_OFFLINE") == "1"
+    return {"effects": str(EFFECTS), "effect": f"model:{name}", "offline": offline}
+
+
 API_KEY = "sk-PLANTtoolArgKey0123456789abcdef"  # planted in a tool argument
 CONFIG_SECRET = "PLANTcfgApiKey7f3a"  # planted in the config
-
-
-class CountingModel(ConversationModel):
-    """A ConversationModel that counts its executions and is unreachable offline."""
-
-    def answer(self, messages: Any) -> Any:
-        if os.environ.get("SPANPOINT_TEST_OFFLINE") == "1":
-            raise ConnectionError("model unreachable (offline)")
-        count_effect(EFFECTS, f"model:{self.model_name}")
-        return super().answer(messages)
 
 
 @tool
@@ -71,7 +69,12 @@ def ask_specialist(question: str) -> str:
     """Ask a specialist sub-agent."""
     count_effect(EFFECTS, "tool:ask_specialist")
     sub = create_agent(
-        CountingModel(plan=SUB_PLAN, final="Specialist: replace the toner.", model_name="sub"),
+        CountingModel(
+            plan=SUB_PLAN,
+            final="Specialist: replace the toner.",
+            model_name="sub",
+            **counted("sub"),
+        ),
         [lookup_ticket],
         system_prompt="You are a printer specialist.",
         middleware=[spanpoint.CheckpointMiddleware()],
@@ -85,7 +88,12 @@ async def aask_specialist(question: str) -> str:
     """Ask a specialist sub-agent (async)."""
     count_effect(EFFECTS, "tool:ask_specialist")
     sub = create_agent(
-        CountingModel(plan=SUB_PLAN, final="Specialist: replace the toner.", model_name="sub"),
+        CountingModel(
+            plan=SUB_PLAN,
+            final="Specialist: replace the toner.",
+            model_name="sub",
+            **counted("sub"),
+        ),
         [lookup_ticket],
         system_prompt="You are a printer specialist.",
         middleware=[spanpoint.CheckpointMiddleware()],
@@ -115,7 +123,9 @@ def make_agent(system_prompt: str, is_async: bool) -> Any:
         plan[1] = [{"name": "call_vendor", "args": {"order": "toner", "api_key": API_KEY}}]
     policy = spanpoint.CallCheckpointPolicy(tools={"clock": "always_execute"})
     return create_agent(
-        CountingModel(plan=plan, final="Done: toner ordered.", model_name="main"),
+        CountingModel(
+            plan=plan, final="Done: toner ordered.", model_name="main", **counted("main")
+        ),
         [lookup_ticket, call_vendor, clock, specialist],
         system_prompt=system_prompt,
         middleware=[spanpoint.CheckpointMiddleware(policy)],

@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 
 import spanpoint
 import spanpoint.errors
-from fakes import ConversationModel, count_effect, read_effects
+from fakes import ConversationModel, CountingModel, count_effect, read_effects
 from spanpoint.cassettes import CASSETTE_RUN_ID
 
 APP = Path(__file__).resolve().parent / "cassette_app.py"
@@ -200,19 +200,6 @@ def test_a_new_tool_call_in_mode_once_names_the_arguments(configured: Any, tmp_p
     assert CASSETTE_RUN_ID == "spanpoint.cassette"
 
 
-class OfflineModel(ConversationModel):
-    """Counts its calls in a file; raises when ``offline`` (no model reachable)."""
-
-    effects: str = ""
-    offline: bool = False
-
-    def answer(self, messages: Any) -> Any:
-        if self.offline:
-            raise ConnectionError("model unreachable")
-        count_effect(self.effects, "model")
-        return super().answer(messages)
-
-
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 def test_an_interrupted_and_resumed_run_replays_from_its_cassette(
     configured: Any, tmp_path: Path, is_async: bool
@@ -234,7 +221,7 @@ def test_an_interrupted_and_resumed_run_replays_from_its_cassette(
     def make(offline: bool) -> Any:  # a fresh checkpointer, as a new process has
         plan = [[{"name": "approve_ticket", "args": {"ticket_id": 7}}]]
         return create_agent(
-            OfflineModel(plan=plan, final="Approved.", effects=str(effects), offline=offline),
+            CountingModel(plan=plan, final="Approved.", effects=str(effects), offline=offline),
             [approve_ticket],
             middleware=[
                 HumanInTheLoopMiddleware(interrupt_on={"approve_ticket": True}),
@@ -288,7 +275,7 @@ def test_calls_made_boundaries_by_the_seams_replay_and_miss_by_name(
 
     def make(offline: bool, prompt: str = "You are a support agent.") -> Any:
         plan = [[{"name": "lookup7", "args": {"ticket_id": 7}}]]
-        model = OfflineModel(plan=plan, final="Done.", effects=str(effects), offline=offline)
+        model = CountingModel(plan=plan, final="Done.", effects=str(effects), offline=offline)
         return create_agent(model, [lookup7], system_prompt=prompt)
 
     path = tmp_path / "seams.json"

@@ -26,18 +26,10 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 import spanpoint
-from fakes import ConversationModel, count_effect
+from fakes import CountingModel, count_effect
 
 EFFECTS = Path(os.environ["CASSETTE_EFFECTS"])
 PROMPT = os.environ.get("CASSETTE_PROMPT", "You are a support agent.")
-
-
-class CountingModel(ConversationModel):
-    def answer(self, messages):
-        if os.environ.get("CASSETTE_OFFLINE") == "1":
-            raise ConnectionError("model unreachable (offline)")
-        count_effect(EFFECTS, "model")
-        return super().answer(messages)
 
 
 @tool
@@ -49,7 +41,12 @@ def lookup(ticket_id: int) -> str:
 
 def agent():
     return create_agent(
-        CountingModel(plan=[[{"name": "lookup", "args": {"ticket_id": 7}}]], final="Done."),
+        CountingModel(
+            plan=[[{"name": "lookup", "args": {"ticket_id": 7}}]],
+            final="Done.",
+            effects=str(EFFECTS),
+            offline=os.environ.get("CASSETTE_OFFLINE") == "1",
+        ),
         [lookup],
         system_prompt=PROMPT,
         middleware=[spanpoint.CheckpointMiddleware()],

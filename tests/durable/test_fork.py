@@ -18,7 +18,7 @@ from langchain_core.tools import tool
 
 import spanpoint
 import spanpoint.errors
-from fakes import ConversationModel, count_effect, read_effects
+from fakes import CountingModel, count_effect, read_effects
 from spanpoint import semconv, serde
 from spanpoint.calls.cost import run_cost
 from spanpoint.capture import CapturePolicy
@@ -31,16 +31,6 @@ PLAN = [
     [{"name": "notify", "args": {"ticket_id": 7, "token": "sk-abcdefghijklmnopqrstuvwx"}}],
 ]
 REQUEST = {"messages": [{"role": "user", "content": "What about tickets 7 and 8?"}]}
-
-
-class CountingModel(ConversationModel):
-    """The conversation model, counting each execution in the effects file."""
-
-    effects: str = ""
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
-        count_effect(self.effects, "model")
-        return super()._generate(messages, stop, run_manager, **kw)
 
 
 def make_runner(effects: Path) -> spanpoint.GraphRunner:

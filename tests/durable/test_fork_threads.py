@@ -18,10 +18,10 @@ import test_fork_unrun
 from langchain.agents import create_agent
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
-from test_fork import PLAN, REQUEST, CountingModel, _unique_run_ids, fork, rid  # noqa: F401
+from test_fork import PLAN, REQUEST, _unique_run_ids, fork, rid  # noqa: F401
 
 import spanpoint
-from fakes import count_effect, read_effects
+from fakes import CountingModel, count_effect, read_effects
 from spanpoint.forks import RERUN, attempt_steps, chosen_attempt
 
 telemetry = test_fork_unrun.telemetry  # spanpoint configured on each store in turn
