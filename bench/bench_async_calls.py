@@ -16,6 +16,11 @@ workloads) in a fresh interpreter, interleaved round by round, so a tree's figur
 baseline's share the machine's state:
 
     .venv/bin/python bench/bench_async_calls.py --compare src /tmp/compat-base/src [--rounds 5]
+        [--store postgres]
+
+``--store postgres`` puts the checkpoints in PostgreSQL (a throwaway server from
+``scripts/pg.sh``, a new database per process): every claim and commit is a round trip, the
+case where a store call on the event loop stalls every other run.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ def measure() -> dict[str, float]:
 
     logging.disable(logging.WARNING)
     tmp = tempfile.mkdtemp()
-    spanpoint.configure(tracer_provider=TracerProvider(), store=str(Path(tmp) / "cp.db"))
+    store = os.environ.get("BENCH_ASYNC_STORE") or str(Path(tmp) / "cp.db")
+    spanpoint.configure(tracer_provider=TracerProvider(), store=store)
     from langchain.agents import create_agent
 
     agent = create_agent(
@@ -100,16 +106,27 @@ def measure() -> dict[str, float]:
     return asyncio.run(main())
 
 
-def compare(trees: list[str], rounds: int) -> None:
-    """Each tree in a fresh interpreter per round, interleaved; medians over the rounds."""
+def compare(trees: list[str], rounds: int, store: str) -> None:
+    """Each tree in a fresh interpreter per round, interleaved; medians over the rounds. With
+    ``store="postgres"`` each process gets a new database on one throwaway server."""
+    from scale_common import Postgres
+
+    pg = Postgres().start() if store == "postgres" else None
     results: dict[str, list[dict[str, float]]] = {tree: [] for tree in trees}
-    for _ in range(rounds):
-        for tree in trees:
-            env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-            out = subprocess.run(
-                [sys.executable, __file__], env=env, capture_output=True, text=True, check=True
-            ).stdout
-            results[tree].append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for n in range(rounds):
+            for i, tree in enumerate(trees):
+                env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+                if pg is not None:
+                    env["BENCH_ASYNC_STORE"] = pg.database(f"bench_async_{n}_{i}")
+                out = subprocess.run(
+                    [sys.executable, __file__], env=env, capture_output=True, text=True, check=True
+                ).stdout
+                results[tree].append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        if pg is not None:
+            pg.stop()
+    print(f"store: {store}")
     print(f"{'source':<28} {'1 at a time ms':>15} {f'{CONCURRENCY} at once ms':>15}")
     for tree, rows in results.items():
         alone = statistics.median(r["1"] for r in rows)
@@ -121,8 +138,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--compare", nargs="+", default=None, help="source trees (src dirs)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     args = parser.parse_args()
     if args.compare:
-        compare(args.compare, args.rounds)
+        compare(args.compare, args.rounds, args.store)
     else:
         print(json.dumps(measure()))
