@@ -20,6 +20,8 @@ Outside a run, or with ``replay=False``, a boundary is a plain span that never t
 
 from __future__ import annotations
 
+import itertools
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
@@ -49,9 +51,9 @@ from spanpoint.run import (
     RunScope,
     boundary_parent,
     current_run,
+    open_runs,
     pop_frame,
     push_frame,
-    warn_outside_run,
 )
 from spanpoint.stores.base import (
     BoundaryRecord,
@@ -62,6 +64,8 @@ from spanpoint.stores.base import (
 )
 
 T = TypeVar("T")
+
+logger = logging.getLogger("spanpoint")
 
 _MISSING: Any = object()
 _HELD: Any = object()
@@ -116,6 +120,44 @@ class BoundarySpec:
 
 #: What stands for the fingerprint in an uncacheable boundary's position (a real one is hex).
 _UNCACHEABLE = "uncacheable"
+
+#: A journal entry's status -> its outcome in the run's ``spanpoint.boundaries`` counts.
+_OUTCOMES = {
+    "ok": "executed",
+    "replayed": "replayed",
+    "error": "failed",
+    "interrupted": "interrupted",
+}
+
+
+def next_ordinal(frame: Frame, name: str, fingerprint: str) -> int:
+    """How many children with this name and input ``frame`` opened before (0, 1, …).
+
+    Counting per (name, input) rather than per name keeps keys stable when parallel
+    branches open differently-parameterized siblings in a different order on replay
+    (see docs/design-notes.md).
+    """
+    # setdefault and next() on itertools.count are atomic under the GIL, so threads
+    # opening siblings concurrently still get distinct ordinals.
+    return next(frame.ordinals.setdefault((name, fingerprint), itertools.count()))
+
+
+_WARNED_OUTSIDE: set[str] = set()
+
+
+def _warn_outside_run(name: str) -> None:
+    """Warn (once per boundary name) when a boundary opens with no run in its context while a
+    run is open elsewhere in this process: it is then a plain span, not durable."""
+    if not open_runs() or name in _WARNED_OUTSIDE:
+        return
+    _WARNED_OUTSIDE.add(name)
+    logger.warning(
+        "spanpoint: boundary %r opened outside any spanpoint.run while a run is open in this "
+        "process, so it is not durable (no replay, no single-flight). A plain "
+        "ThreadPoolExecutor does not carry the run's context into its threads: submit with "
+        "pool.submit(contextvars.copy_context().run, fn, *args) to make it part of the run",
+        name,
+    )
 
 
 class _Call:
@@ -172,7 +214,7 @@ class _Call:
             # boundary elsewhere (on the framework task it runs in: run.boundary_parent).
             scope, parent = boundary_parent(current_run())
             if scope is None:
-                warn_outside_run(name)  # a run open elsewhere, not in this context?
+                _warn_outside_run(name)  # a run open elsewhere, not in this context?
                 parent = None
         self.scope = scope
         self.parent = parent
@@ -192,14 +234,14 @@ class _Call:
             # Its children are still boundaries: they hang under a position of its own (no
             # fingerprint is a bare word), never under the run root's empty identity, where
             # they would share keys with top-level calls of the same name and input.
-            ordinal = parent.next_ordinal(name, _UNCACHEABLE)
+            ordinal = next_ordinal(parent, name, _UNCACHEABLE)
             at = f"{parent.identity}/{name}"
             self.position = serde.checkpoint_key("", at, ordinal, _UNCACHEABLE)
             if parent.portable != parent.identity:
                 at = f"{parent.portable}/{name}"
                 self.portable_position = serde.checkpoint_key("", at, ordinal, _UNCACHEABLE)
             return
-        self.ordinal = ordinal = parent.next_ordinal(name, fp)
+        self.ordinal = ordinal = next_ordinal(parent, name, fp)
         self.fingerprint = fp
         # Kept with the checkpoint: what a fork needs to key it for another run id.
         self.identity = identity = f"{parent.identity}/{name}"
@@ -353,20 +395,25 @@ class _Call:
             self.spec.span_name, kind=self.spec.span_kind, attributes=attrs
         )
         ctx = span.get_span_context()
-        parent, keyed = self.parent, self.scope is not None
-        graph_call = keyed and parent is not None and self.spec.kind == semconv.KIND_GRAPH_CALL
+        parent, position = self.parent, self.position
+        portable = position if self.portable_position is None else self.portable_position
+        # Task frames opened beneath it anchor on its own position, except under a graph
+        # call: they anchor on its parent's anchor (a resume is another graph call of the
+        # same tasks); an uncacheable graph call has no key to share.
+        anchor, portable_anchor = position, portable
+        graph_call = self.spec.kind == semconv.KIND_GRAPH_CALL
+        if graph_call and parent is not None and self.scope is not None:
+            anchor, portable_anchor = parent.anchor, parent.portable_anchor
         self.frame = Frame(
             self.path,
-            self.position,
+            position,
             format(ctx.span_id, "016x"),
             kind=self.spec.kind,
             task=parent.task if parent is not None else None,
-            # A graph call's task frames anchor on its parent's anchor (a resume is another
-            # graph call of the same tasks); an uncacheable one has no key to share.
-            anchor=parent.anchor if graph_call else None,
+            anchor=anchor,
             key=self.key,
-            portable=self.portable_position,
-            portable_anchor=parent.portable_anchor if graph_call else None,
+            portable=portable,
+            portable_anchor=portable_anchor,
         )
         return _Execution(self, span, ctx)
 
@@ -375,24 +422,29 @@ class _Call:
             _describe_output(span, self.spec.describe, output)
 
     def _journal(self, scope: RunScope, span: trace.Span, status: Any, error: str | None) -> None:
+        """Keep the journal entry of a boundary that replayed or failed (an executed one is
+        recorded by its checkpoint) and count its outcome; the run writes its journal once,
+        when it ends."""
         ctx = span.get_span_context()
         now = time.time_ns()
-        scope.record(
-            BoundaryRecord(
-                run_id=scope.run_id,
-                attempt=scope.attempt,
-                key=self.key,
-                path=self.path,
-                name=self.spec.name,
-                kind=self.spec.kind,
-                status=status,
-                span_id=format(ctx.span_id, "016x"),
-                parent_span_id=self.parent.span_id if self.parent else None,
-                started_at_ns=getattr(span, "start_time", None) or now,
-                ended_at_ns=getattr(span, "end_time", None) or now,
-                error=error,
-            )
+        entry = BoundaryRecord(
+            run_id=scope.run_id,
+            attempt=scope.attempt,
+            key=self.key,
+            path=self.path,
+            name=self.spec.name,
+            kind=self.spec.kind,
+            status=status,
+            span_id=format(ctx.span_id, "016x"),
+            parent_span_id=self.parent.span_id if self.parent else None,
+            started_at_ns=getattr(span, "start_time", None) or now,
+            ended_at_ns=getattr(span, "end_time", None) or now,
+            error=error,
         )
+        with scope.lock:
+            if scope.keeps_records:
+                scope.journal.append(entry)
+            scope.boundary_counts[(entry.kind, _OUTCOMES[status])] += 1
 
 
 class _Execution:
@@ -532,7 +584,9 @@ class _Execution:
                 staged.ending = True
             raised = _end_span(span)
         if scope is not None:
-            scope.count_executed(call.spec.kind)
+            # An executed boundary is journalled by its checkpoint: here it is only counted.
+            with scope.lock:
+                scope.boundary_counts[(call.spec.kind, "executed")] += 1
             if raised is not None:
                 scope.warn(
                     f"a span processor raised ending the span of {call.path!r}: "

@@ -1,4 +1,4 @@
-"""The durable run scope: ``spanpoint.run(run_id)``, boundary paths, ordinals and keys.
+"""The durable run scope: ``spanpoint.run(run_id)``, and the frames its boundaries open.
 
 A run is one durable execution with a stable id the user chooses (a ticket id, a job id).
 Entering the same ``run_id`` again is how a run is replayed: every boundary it committed
@@ -7,17 +7,18 @@ before returns its stored output instead of executing.
 Identity is positional and deterministic, as in Temporal: a boundary's key is
 sha256(run_id, path, ordinal, input fingerprint), where *path* names the enclosing boundaries
 and *ordinal* counts how many boundaries of the same name the parent already opened.
+This module keeps the state those keys are made from (the scope, its frames, their ordinal
+counters); ``spanpoint.boundary`` computes the path, the ordinal and the key of each call.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar, Token
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -48,8 +49,15 @@ from spanpoint.stores.base import (
 logger = logging.getLogger("spanpoint")
 
 
+@dataclass(slots=True, eq=False)
 class Frame:
-    """One level of the boundary tree: its path and the ordinals handed to its children.
+    """One level of the boundary tree: its path, its identity, and the ordinals its
+    children were handed.
+
+    A frame is state: the boundary that opens one states every field of it
+    (``boundary._Call.start``) and counts its children's ordinals in ``ordinals``
+    (``boundary.next_ordinal``); :meth:`at` makes a frame that is no boundary (a run's
+    root, a framework task's frame).
 
     ``identity`` is the frame's position, free of the run id (``""`` for the run root): what
     its boundary's key would be in a run with no id. Children hash it into their keys, so two
@@ -65,62 +73,48 @@ class Frame:
     position, computes the same keys (forks.py).
     """
 
-    __slots__ = (
-        "_counters",
-        "anchor",
-        "identity",
-        "key",
-        "kind",
-        "path",
-        "portable",
-        "portable_anchor",
-        "span_id",
-        "task",
-    )
+    path: str
+    identity: str
+    span_id: str | None
+    _: KW_ONLY
+    #: The boundary kind that opened this frame (None for a run root or a task frame).
+    kind: str | None
+    #: The token of the framework task execution this frame belongs to (see
+    #: :func:`register_parent_provider`), None outside any task.
+    task: object
+    #: The identity that framework task frames opened beneath it anchor on: its own,
+    #: unless it is a graph call (a resume is another graph call of the same tasks).
+    anchor: str
+    key: str
+    portable: str
+    #: What task frames opened beneath it anchor on off any thread (``portable``'s anchor).
+    portable_anchor: str
+    #: (child name, input fingerprint) -> the ordinals handed out so far.
+    ordinals: dict[tuple[str, str], Iterator[int]] = field(default_factory=dict, repr=False)
 
-    def __init__(
-        self,
+    @classmethod
+    def at(
+        cls,
         path: str,
         identity: str,
         span_id: str | None = None,
         *,
-        kind: str | None = None,
         task: object = None,
-        anchor: str | None = None,
-        key: str | None = None,
         portable: str | None = None,
-        portable_anchor: str | None = None,
-    ) -> None:
-        self.path = path
-        self.identity = identity
-        self.key = identity if key is None else key
-        #: The identity that framework task frames opened beneath it anchor on: its own,
-        #: unless it is a graph call (a resume is another graph call of the same tasks).
-        self.anchor = identity if anchor is None else anchor
-        self.portable = identity if portable is None else portable
-        self.portable_anchor = (
-            (self.anchor if portable is None else self.portable)
-            if portable_anchor is None
-            else portable_anchor
+    ) -> Frame:
+        """A frame that is no boundary: keyed and anchored by its own identity."""
+        portable = identity if portable is None else portable
+        return cls(
+            path,
+            identity,
+            span_id,
+            kind=None,
+            task=task,
+            anchor=identity,
+            key=identity,
+            portable=portable,
+            portable_anchor=portable,
         )
-        self.span_id = span_id
-        #: The boundary kind that opened this frame (None for a run root or a task frame).
-        self.kind = kind
-        #: The token of the framework task execution this frame belongs to (see
-        #: :func:`register_parent_provider`), None outside any task.
-        self.task = task
-        self._counters: dict[tuple[str, str], Iterator[int]] = {}
-
-    def next_ordinal(self, name: str, fingerprint: str) -> int:
-        """How many children with this name and input this frame opened before (0, 1, …).
-
-        Counting per (name, input) rather than per name keeps keys stable when parallel
-        branches open differently-parameterized siblings in a different order on replay
-        (see docs/design-notes.md).
-        """
-        # setdefault and next() on itertools.count are atomic under the GIL, so threads
-        # opening siblings concurrently still get distinct ordinals.
-        return next(self._counters.setdefault((name, fingerprint), itertools.count()))
 
 
 @dataclass
@@ -137,7 +131,7 @@ class RunScope:
     #: ``"async"``: checkpoints are written by the store's committer; the run flushes at end.
     durability: processor.Durability = "sync"
     owner: str = field(default_factory=process_owner_id)
-    root: Frame = field(default_factory=lambda: Frame("", ""))
+    root: Frame = field(default_factory=lambda: Frame.at("", ""))
     journal: list[BoundaryRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     commit_failures: int = 0
@@ -157,7 +151,9 @@ class RunScope:
     #: never ends and has no summary, so it only counts and logs: what it keeps stays the
     #: same size however many calls its thread makes.
     keeps_records: bool = True
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    #: Held while the journal, the warnings, the model calls or the counts change: the
+    #: boundaries of parallel branches keep theirs at the same time.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warn(self, message: str) -> None:
         """Log ``message`` and keep it for the run summary, credentials redacted (a warning
@@ -165,45 +161,24 @@ class RunScope:
         message = redact_text(message)
         logger.warning("spanpoint: %s", message)
         if self.keeps_records:
-            with self._lock:
+            with self.lock:
                 self.warnings.append(message)
-
-    def record(self, entry: BoundaryRecord) -> None:
-        """Keep a journal entry; the journal is written once, when the run ends."""
-        outcome = _OUTCOMES[entry.status]
-        with self._lock:
-            if self.keeps_records:
-                self.journal.append(entry)
-            self.boundary_counts[(entry.kind, outcome)] += 1
 
     def note_model_call(self, replayed: bool, checkpoint: Checkpoint) -> None:
         """Keep a model call's checkpoint, executed and committed (or queued) or replayed."""
         if checkpoint.kind == semconv.KIND_MODEL_CALL and self.keeps_records:
-            with self._lock:
+            with self.lock:
                 self.model_calls.append((replayed, checkpoint))
 
-    def count_executed(self, kind: str) -> None:
-        """Count an executed boundary (executed ones are recorded by their checkpoint)."""
-        with self._lock:
-            self.boundary_counts[(kind, "executed")] += 1
-
-
-_OUTCOMES = {
-    "ok": "executed",
-    "replayed": "replayed",
-    "error": "failed",
-    "interrupted": "interrupted",
-}
 
 _RUN: ContextVar[RunScope | None] = ContextVar("spanpoint_run", default=None)
 _FRAME: ContextVar[Frame | None] = ContextVar("spanpoint_frame", default=None)
 
 # How many runs are open in this process, in any context. A boundary that sees no run in its
 # own context while this is positive was most likely called from a thread pool that did not
-# copy the context (a plain ThreadPoolExecutor): see warn_outside_run.
+# copy the context (a plain ThreadPoolExecutor): see boundary._warn_outside_run.
 _OPEN_RUNS = [0]
 _OPEN_RUNS_LOCK = threading.Lock()
-_WARNED_OUTSIDE: set[str] = set()
 
 
 def _count_open(delta: int) -> None:
@@ -211,19 +186,9 @@ def _count_open(delta: int) -> None:
         _OPEN_RUNS[0] += delta
 
 
-def warn_outside_run(name: str) -> None:
-    """Warn (once per boundary name) when a boundary opens with no run in its context while a
-    run is open elsewhere in this process: it is then a plain span, not durable."""
-    if not _OPEN_RUNS[0] or name in _WARNED_OUTSIDE:
-        return
-    _WARNED_OUTSIDE.add(name)
-    logger.warning(
-        "spanpoint: boundary %r opened outside any spanpoint.run while a run is open in this "
-        "process, so it is not durable (no replay, no single-flight). A plain "
-        "ThreadPoolExecutor does not carry the run's context into its threads: submit with "
-        "pool.submit(contextvars.copy_context().run, fn, *args) to make it part of the run",
-        name,
-    )
+def open_runs() -> int:
+    """How many runs are open in this process, in any context."""
+    return _OPEN_RUNS[0]
 
 
 def current_run() -> RunScope | None:

@@ -377,7 +377,7 @@ def test_a_tasks_execution_number_is_found_without_scanning_the_runs_earlier_one
     from spanpoint.stores.memory import MemoryStore
 
     scope = RunScope("exec-numbers", None, MemoryStore(), 1, False, 30.0, 30.0)
-    enclosing = Frame("", "")
+    enclosing = Frame.at("", "")
     spaces = [_CountedNamespace(f"model:{i:032x}") for i in range(300)]
     numbers = [tasks._execution(scope, enclosing, "model|1|pull", ns) for ns in spaces]
     assert numbers == list(range(300))

@@ -296,7 +296,9 @@ def task_parent(scope: RunScope | None, frame: Frame | None) -> tuple[RunScope, 
         if enclosing.portable != enclosing.identity:
             portable = _by_position(scope, enclosing.portable, enclosing.portable_anchor, config)
     # The path names boundaries for people; the task is in the key, not in the path.
-    task_frame = Frame(enclosing.path, identity, enclosing.span_id, task=token, portable=portable)
+    task_frame = Frame.at(
+        enclosing.path, identity, enclosing.span_id, task=token, portable=portable
+    )
     with _LOCK:
         entry = _TASKS.get(token)
         if entry is not None and entry.runtime is runtime:  # another thread got there first

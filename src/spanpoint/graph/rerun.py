@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from spanpoint import semconv, serde
+from spanpoint.boundary import next_ordinal
 from spanpoint.errors import UnfingerprintableInputError
 from spanpoint.graph.inspect import has_uncheckpointed_subgraph
 from spanpoint.run import RunScope, current_frame
@@ -60,7 +61,7 @@ def enclosing_key(scope: RunScope, name: str, fingerprint: str) -> str:
     frame, counted apart from the boundaries' ordinals."""
     frame = current_frame() or scope.root
     path = f"{frame.path}/{name}" if frame.path else name
-    ordinal = frame.next_ordinal(f"rerun:{name}", fingerprint)
+    ordinal = next_ordinal(frame, f"rerun:{name}", fingerprint)
     return serde.checkpoint_key(scope.run_id, path, ordinal, fingerprint)
 
 
