@@ -97,6 +97,12 @@ def pending_ids(output: Any) -> dict[str, str]:
     return {c["name"]: c["id"] for c in last.tool_calls}
 
 
+def resumed_from(span: ReadableSpan) -> str:
+    """The interrupt id ``span``'s ``gen_ai.agent.resumed`` event says it answered."""
+    (event,) = [e for e in span.events if e.name == semconv.EVENT_AGENT_RESUMED]
+    return str(event.attributes[semconv.GEN_AI_AGENT_RESUMED_FROM_ID])
+
+
 def paused_span(telemetry: Telemetry) -> ReadableSpan:
     (span,) = [
         s
@@ -147,6 +153,8 @@ def test_zero_code_pause_requires_approval_and_resume_allows_and_denies(
         ("deny", "delete_file", ids["delete_file"]),
     ]
     assert all_decisions(configured) == decisions(resumed)  # on the graph span only
+    # HITL's answer is a dict, yet not keyed by interrupt id: it answers the one pending.
+    assert resumed_from(resumed) == paused["__interrupt__"][0].id
 
 
 def test_zero_code_per_call_interrupts_carry_their_call_ids(
@@ -218,6 +226,7 @@ def test_graph_runner_pause_and_resume_with_edit(
     ]
     (resumed,) = graph_spans(configured)
     assert decisions(resumed) == all_decisions(configured)
+    assert resumed_from(resumed) == paused.interrupts[0].id
 
 
 def test_a_runner_that_did_not_see_the_pause_reads_the_gates_from_the_thread(

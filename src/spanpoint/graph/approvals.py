@@ -30,6 +30,7 @@ from typing import Any
 from opentelemetry import trace
 
 from spanpoint import semconv
+from spanpoint.graph.results import resume_map
 
 #: One gated tool call: its tool's name and its id (None when it cannot be known for certain).
 GatedCall = tuple[str, str | None]
@@ -97,13 +98,15 @@ def decided(span: trace.Span, resume: Any, gates: Gates, policy: Any = None) -> 
     (a ``Command``'s resume value) decides, in the order of ``gates``."""
     if not gates or not isinstance(resume, Mapping):
         return
-    if _answer(resume):
-        # Not keyed: LangGraph gives it to the one pending interrupt.
+    mapped = resume_map(resume)
+    if mapped is None:
+        # Not keyed: LangGraph gives it to the one pending interrupt (it refuses it when
+        # several are pending).
         if len(gates) != 1:
             return
-        answers = {next(iter(gates)): resume}
+        answers: Mapping[str, Any] = {next(iter(gates)): resume}
     else:
-        answers = {str(k): v for k, v in resume.items()}
+        answers = mapped
     for interrupt_id, calls in gates.items():
         answer = answers.get(interrupt_id)
         if not isinstance(answer, Mapping):

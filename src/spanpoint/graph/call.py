@@ -48,6 +48,7 @@ from spanpoint.graph.results import (
     note_run_status,
     output_counters,
     result_attributes,
+    resume_map,
 )
 from spanpoint.graph.resume import link_to_pause, note_pause_origin, pause_origin
 from spanpoint.graph.summary import build_summary, emit_summary
@@ -414,8 +415,8 @@ class GraphCall:
         thread, executed or replayed), else, when executing, as the thread's state says
         before the resume runs: spanpoint's store notes the span that paused at the paused
         checkpoint, so a resume in another process sharing the store links to it too."""
-        resume = req.input.resume
-        keyed = [str(k) for k in resume] if isinstance(resume, Mapping) else None
+        mapped = resume_map(req.input.resume)
+        keyed = None if mapped is None else [str(k) for k in mapped]
         seen = self._pending.get(req.thread_id)
         if seen is not None:
             return (list(seen[0]) if keyed is None else keyed), seen[1]
