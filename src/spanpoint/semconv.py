@@ -272,11 +272,15 @@ METRIC_GEN_AI_OPERATION_COST: Final = "gen_ai.client.operation.cost"
 # --- decisions about a tool call before it runs -----------------------------------------
 # PROPOSAL, not yet in the GenAI conventions: open-telemetry/semantic-conventions-genai #535
 # (open). One event per tool call a framework, policy or approval flow decided on before it
-# ran; spanpoint records the guard's: the calls a stop keeps from running are denied.
+# ran. spanpoint records the guard's (the calls a stop keeps from running are denied) and the
+# approval gates of LangChain's human-in-the-loop middleware (spanpoint.graph.approvals): a
+# gated call requires approval at the pause, and is allowed or denied by the resume.
 EVENT_TOOL_CALL_DECISION: Final = "gen_ai.tool.call.decision"
 GEN_AI_TOOL_CALL_DECISION_OUTCOME: Final = "gen_ai.tool.call.decision.outcome"
 # Values of gen_ai.tool.call.decision.outcome (the proposal's enum: allow, deny, require_approval).
+DECISION_ALLOW: Final = "allow"
 DECISION_DENY: Final = "deny"
+DECISION_REQUIRE_APPROVAL: Final = "require_approval"
 
 # --- forks (spanpoint.fork) ------------------------------------------------------------
 # A fork's run holds one record that is no boundary: where it came from. Its kind and path

@@ -24,7 +24,7 @@ from spanpoint.calls.injected import caller_config
 from spanpoint.config import settings
 from spanpoint.errors import UnfingerprintableInputError
 from spanpoint.events import add_bounded_event
-from spanpoint.graph import rerun
+from spanpoint.graph import approvals, rerun
 from spanpoint.graph.identity import graph_call_identity, keyed_frame_identity, reachable_store
 from spanpoint.graph.inspect import GraphInfo, base_attributes, captured_attributes
 from spanpoint.graph.invoke import (
@@ -48,6 +48,7 @@ from spanpoint.graph.results import (
     note_run_status,
     output_counters,
     result_attributes,
+    resume_map,
 )
 from spanpoint.graph.resume import link_to_pause, note_pause_origin, pause_origin
 from spanpoint.graph.summary import build_summary, emit_summary
@@ -122,10 +123,9 @@ class GraphCall:
         # Invariant per runner: built once, copied per call.
         self._base_attributes = base_attributes(runner.info, runner.name, runner.strategy)
         self._pregel = is_pregel(runner.graph)
-        # thread id -> the interrupt ids its last call returned (for the next resume event).
         # thread id -> (the interrupt ids its last call returned, the link to that call's
-        # span), for the next resume's event and link.
-        self._pending: dict[str, tuple[tuple[str, ...], Link | None]] = {}
+        # span, the tool calls its approval gates hold), for the next resume's events and link.
+        self._pending: dict[str, tuple[tuple[str, ...], Link | None, approvals.Gates]] = {}
         # A durable stream's span -> its run and key, until the stream's end notes where
         # the call ended (see :meth:`finish`); gone with the span when the stream fails.
         self._streams: weakref.WeakKeyDictionary[Any, tuple[RunScope, str]] = (
@@ -402,6 +402,10 @@ class GraphCall:
             add_bounded_event(
                 semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=self.runner.policy
             )
+            resume = req.input.resume
+            if approvals.carries_decisions(resume):
+                gates = self._gates_answered(req, executing)
+                approvals.decided(span, resume, gates, self.runner.policy)
 
     def _answered(self, req: RunRequest, executing: bool) -> tuple[list[str], Link | None]:
         """The interrupt ids a resume answers, and the link to the span that paused.
@@ -411,8 +415,8 @@ class GraphCall:
         thread, executed or replayed), else, when executing, as the thread's state says
         before the resume runs: spanpoint's store notes the span that paused at the paused
         checkpoint, so a resume in another process sharing the store links to it too."""
-        resume = req.input.resume
-        keyed = [str(k) for k in resume] if isinstance(resume, Mapping) else None
+        mapped = resume_map(req.input.resume)
+        keyed = None if mapped is None else [str(k) for k in mapped]
         seen = self._pending.get(req.thread_id)
         if seen is not None:
             return (list(seen[0]) if keyed is None else keyed), seen[1]
@@ -426,6 +430,21 @@ class GraphCall:
             keyed = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
         return keyed, pause_origin(req.thread_id, snapshot)
 
+    def _gates_answered(self, req: RunRequest, executing: bool) -> approvals.Gates:
+        """The approval gates a resume answers: as this runner last saw the thread, else,
+        when executing, as the thread's state says before the resume runs."""
+        seen = self._pending.get(req.thread_id)
+        if seen is not None:
+            return seen[2]
+        if not (executing and self.info.has_state):
+            return {}
+        try:
+            snapshot = self.graph.get_state(req.state_config())
+        except Exception:  # observability is best effort: no decision events
+            return {}
+        interrupts = getattr(snapshot, "interrupts", ()) or ()
+        return approvals.gates_of(((i.id, i.value) for i in interrupts), snapshot.values)
+
     def _remember(self, req: RunRequest, result: RunResult) -> None:
         """Keep the thread's pending interrupt ids for the resume event of its next call,
         and tell the run when the guard stopped it (its status ``stopped``)."""
@@ -438,7 +457,8 @@ class GraphCall:
         if result.interrupted and result.trace_id and result.span_id:
             origin = f"00-{result.trace_id}-{result.span_id}-01"
             link = note_pause_origin(req.thread_id, result.latest_checkpoint_id, origin)
-        pending[req.thread_id] = (tuple(i.id for i in result.interrupts), link)
+        gates = _gates(result) if result.interrupted else {}
+        pending[req.thread_id] = (tuple(i.id for i in result.interrupts), link, gates)
         while len(pending) > _PENDING_THREADS:
             pending.pop(next(iter(pending)), None)
 
@@ -494,6 +514,7 @@ class GraphCall:
             # A static breakpoint has no interrupt ids, but the call is paused all the same.
             ids = [i.id for i in result.interrupts]
             spans.paused_event(span, ids, values, policy=policy, details=details, shows_pause=True)
+            approvals.requested(span, _gates(result), policy)
 
     # --- strategy "calls": traced, not a boundary ------------------------------------------
 
@@ -667,3 +688,13 @@ def _ran_to_end(tally: _Tally | None, kwargs: Mapping[str, Any]) -> bool:
     """Whether a counted call surely completed: no interrupt or breakpoint in its stream,
     and no run control that may stop it early (see ``latest_state``)."""
     return tally is not None and not tally.nodes.paused and "control" not in kwargs
+
+
+def _gates(result: RunResult) -> approvals.Gates:
+    """The approval gates among ``result``'s interrupts. A subgraph's interrupt is not
+    matched to the messages of the output, which are its parent's."""
+    root = [(i.id, i.value) for i in result.interrupts if not i.namespace]
+    nested = [(i.id, i.value) for i in result.interrupts if i.namespace]
+    gates = approvals.gates_of(root, result.output)
+    gates.update(approvals.gates_of(nested))
+    return gates

@@ -40,6 +40,7 @@ from spanpoint._patches import PatchSet
 from spanpoint.calls import official, seams, tasks
 from spanpoint.capture import exception_text
 from spanpoint.config import settings
+from spanpoint.graph import approvals
 from spanpoint.graph.inspect import GraphInfo, graph_call_attributes, inspect_graph
 from spanpoint.graph.results import build_result, output_interrupts, result_attributes
 from spanpoint.graph.types import DurabilityPolicy
@@ -268,6 +269,8 @@ def _close(span: trace.Span, output: Any, thread_id: Any) -> Any:
             interrupts = output_interrupts(output)
             if interrupts:
                 spans.paused_event(span, [i.id for i in interrupts], [i.value for i in interrupts])
+                pairs = ((i.id, i.value) for i in interrupts)
+                approvals.requested(span, approvals.gates_of(pairs, output))
             if interrupts or (isinstance(output, dict) and "messages" in output):
                 result = build_result(output, "" if thread_id is None else str(thread_id), None)
                 attrs = result_attributes(result)

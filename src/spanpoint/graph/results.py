@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -168,6 +169,23 @@ def note_run_status(scope: Any, status: str) -> None:
         scope.status = "stopped"
     elif scope.status == "stopped":
         scope.status = "running"
+
+
+#: The form of a LangGraph interrupt id (an xxh3-128 hex digest).
+_INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def resume_map(resume: Any) -> dict[str, Any] | None:
+    """A resume value keyed by interrupt id (``Command(resume={id: value})``), else None.
+
+    LangGraph's own rule: a dict whose every key has the form of an interrupt id. Any other
+    value, a dict such as ``{"decisions": [...]}`` too, answers the one pending interrupt.
+    """
+    if isinstance(resume, dict) and all(
+        isinstance(k, str) and _INTERRUPT_ID.fullmatch(k) for k in resume
+    ):
+        return resume
+    return None
 
 
 def output_interrupts(output: Any) -> list[Interrupt]:

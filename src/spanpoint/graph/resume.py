@@ -18,7 +18,8 @@ from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 from spanpoint import semconv
 from spanpoint.errors import ConfigurationError
-from spanpoint.graph.results import RunResult, pick_interrupt
+from spanpoint.graph import approvals
+from spanpoint.graph.results import RunResult, pick_interrupt, resume_map
 from spanpoint.graph.types import RunRequest
 from spanpoint.waits import wait_for_input
 
@@ -169,8 +170,9 @@ def _announce(span: trace.Span, graph_input: Any, snapshot: Any, thread_id: Any)
     from spanpoint.spans import resume_attributes
 
     resume = graph_input.resume
-    if isinstance(resume, Mapping):
-        ids = [str(k) for k in resume]
+    mapped = resume_map(resume)
+    if mapped is not None:
+        ids = [str(k) for k in mapped]
     else:
         ids = [str(i.id) for i in getattr(snapshot, "interrupts", ()) or ()]
     link_to_pause(span, pause_origin(thread_id, snapshot))
@@ -178,6 +180,10 @@ def _announce(span: trace.Span, graph_input: Any, snapshot: Any, thread_id: Any)
     if thread_id is not None:
         attrs[semconv.GEN_AI_CONVERSATION_ID] = str(thread_id)
     add_bounded_event(semconv.EVENT_AGENT_RESUMED, attrs, span=span, policy=settings().capture)
+    if snapshot is not None and approvals.carries_decisions(resume):
+        pending = getattr(snapshot, "interrupts", ()) or ()
+        gates = approvals.gates_of(((i.id, i.value) for i in pending), snapshot.values)
+        approvals.decided(span, resume, gates, settings().capture)
 
 
 def _thread(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:

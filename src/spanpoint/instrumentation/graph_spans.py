@@ -81,6 +81,7 @@ def _describe_graph_call(span: trace.Span, output: Any, thread_id: Any) -> None:
     interrupts = output_interrupts(output)
     if interrupts:
         spans.paused_event(span, [i.id for i in interrupts], [i.value for i in interrupts])
+        _gated(span, interrupts, output)
     try:
         span.set_attributes(describe_graph_output(output, thread_id))
     except Exception as exc:  # observability is best effort
@@ -95,3 +96,13 @@ def mark_paused(output: Any) -> None:
     if interrupts:
         span = trace.get_current_span()
         spans.paused_event(span, [i.id for i in interrupts], [i.value for i in interrupts])
+        _gated(span, interrupts, output)
+
+
+def _gated(span: trace.Span, interrupts: Any, output: Any) -> None:
+    """A ``require_approval`` tool-call decision per call an approval gate holds."""
+    if not span.is_recording():
+        return
+    from spanpoint.graph import approvals  # for import time (see above)
+
+    approvals.requested(span, approvals.gates_of(((i.id, i.value) for i in interrupts), output))

@@ -53,7 +53,13 @@ def _end_stream_span(span: trace.Span, recorder: Any, exc: BaseException | None)
     interrupts = getattr(recorder, "interrupts", None)
     if interrupts and span.is_recording():
         ids = [str(getattr(i, "id", "")) for i in interrupts]
-        paused_event(span, ids, [getattr(i, "value", None) for i in interrupts])
+        values = [getattr(i, "value", None) for i in interrupts]
+        paused_event(span, ids, values)
+        # For import time: loaded by the first stream that pauses. A stream keeps no final
+        # state, so a batched request's calls get no id here.
+        from spanpoint.graph import approvals
+
+        approvals.requested(span, approvals.gates_of(zip(ids, values, strict=True)))
     if exc is not None:
         fail_span(span, exc)
         return
