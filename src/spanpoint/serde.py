@@ -545,7 +545,12 @@ class _Preparer:
         """A LangChain message, exactly: every field (and extra field) through this walk, and
         which fields were set, rebuilt by ``model_construct`` (:func:`_construct_message`).
         What this writes reads back as written, so such a message needs no read-back."""
-        fields = {key: self(item, depth) for key, item in value.__dict__.items()}
+        fields = {
+            key: item
+            if (kind := type(item)) in _SCALARS or (kind is str and item.isascii())
+            else self(item, depth)
+            for key, item in value.__dict__.items()
+        }
         extra = value.__pydantic_extra__
         if extra:
             for key, item in extra.items():

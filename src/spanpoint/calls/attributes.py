@@ -247,13 +247,19 @@ def _last_ai(response: Any) -> AIMessage | None:
 def _is_model_response(response: Any) -> bool:
     """Whether ``response`` is a middleware's ``ModelResponse`` (never without langchain,
     an optional extra: the seams describe ``ChatResult`` messages)."""
-    try:
-        # For import time: langchain.agents (about 0.1 s) loads with the first model
-        # response described, not with GraphRunner.
-        from langchain.agents.middleware.types import ModelResponse
-    except ImportError:
-        return False
-    return isinstance(response, ModelResponse)
+    if not _MODEL_RESPONSE:
+        try:
+            # For import time: langchain.agents (about 0.1 s) loads with the first model
+            # response described, not with GraphRunner.
+            from langchain.agents.middleware.types import ModelResponse
+        except ImportError:
+            return False
+        _MODEL_RESPONSE.append(ModelResponse)
+    return isinstance(response, _MODEL_RESPONSE[0])
+
+
+#: ``ModelResponse`` once imported (an import statement runs at every call it is in).
+_MODEL_RESPONSE: list[type] = []
 
 
 def describe_model_response(

@@ -84,13 +84,21 @@ def _described(
                 encoded = None
             found = (entry, encoded)
             try:
-                weakref.finalize(message, memo.pop, digest, None).atexit = False
+                ref = weakref.ref(message, _drop)
             except TypeError:  # not weak-referenceable: described again at every call
                 pass
             else:
                 memo[digest] = found
+                _HOLDERS[id(ref)] = (ref, memo, digest)
         out.append(found)
     return out
+
+
+def _drop(ref: weakref.ref[BaseMessage]) -> None:
+    """The message a view was made from is gone: the view leaves with it."""
+    held = _HOLDERS.pop(id(ref), None)
+    if held is not None:
+        held[1].pop(held[2], None)
 
 
 # (policy, with text, limit) -> message digest -> its view and the view's JSON text. The
@@ -101,6 +109,9 @@ def _described(
 # and went (another message with the same digest then makes it again). Views are shared
 # between the lists returned: read them, never change them.
 _VIEWS: dict[tuple[Any, ...], dict[bytes, tuple[dict[str, Any], str | None]]] = {}
+# id(weak reference) -> (the reference, its memo, the digest it drops): keeps each reference,
+# and so its callback, alive while its message lives.
+_HOLDERS: dict[int, tuple[weakref.ref[BaseMessage], dict[bytes, Any], bytes]] = {}
 
 
 def _message_view(
