@@ -87,8 +87,10 @@ else:  # one thread served for ever: its state is replaced, never appended to
     runs = lambda n: ["thread:one"]
     per_invoke = 2  # one model call, one tool call
 
-tracemalloc.start()  # from the start: what the warm-up made and later freed nets out
-for i in range(warm):
+invoke(0)  # untraced: the first call imports and builds whole libraries, far slower traced
+# Traced through the rest of the warm-up: what it made and later freed nets out.
+tracemalloc.start()
+for i in range(1, warm):
     invoke(i)
 gc.collect()
 objects_before = len(gc.get_objects())
