@@ -82,9 +82,9 @@ def test_a_growing_conversation_hashes_only_its_new_messages(
     walked: list[int] = []
     original = identity.message_digests
 
-    def counting(found: Any) -> Any:
+    def counting(found: Any, snapshots: Any = None) -> Any:
         walked.append(len(found))
-        return original(found)
+        return original(found, snapshots)
 
     monkeypatch.setattr(identity, "message_digests", counting)
     for n in range(30, 40):

@@ -106,3 +106,42 @@ def test_the_store_keeps_the_view_it_was_given(tmp_path: Path) -> None:
     assert store.put(cp, owner="me")
     (kept,) = store.list_checkpoints("run")
     assert kept.input_view == view
+
+
+@pytest.mark.parametrize("turns", [0, 3, VIEW_MESSAGES], ids=["one", "short", "cut"])
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no-system"])
+def test_the_view_shows_the_digests_its_key_covered(turns: int, system: bool) -> None:
+    # A model call's key reads each message's bytes once; its input view (made when the call
+    # ends) takes the digests from those bytes. Unchanged, that is the view made from
+    # scratch; a message changed in place in between shows the content the key covered.
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from spanpoint.calls import identity
+
+    messages = conversation(turns)
+    system_message = SystemMessage("You resolve tickets.") if system else None
+    snapshots: list[bytes] = []
+    identity.model_call_fingerprint(
+        FakeListChatModel(responses=["x"]),
+        {},
+        settings={},
+        tool_choice=None,
+        response_format=None,
+        tools=[],
+        system_message=system_message,
+        messages=messages,
+        snapshots=snapshots,
+    )
+    assert len(snapshots) == len(messages)
+    covered = [identity.message_digest_from_scratch(m).hex() for m in messages]
+    policy = CapturePolicy()
+    view = model_input_view(messages, policy, system_message=system_message, snapshots=snapshots)
+    assert view == model_input_view(messages, policy, system_message=system_message)
+    messages[-1].content = messages[-1].content + " (edited)"  # an assignment the hook sees
+    changed = messages[-1 if turns else 0]
+    if isinstance(changed, AIMessage):
+        changed.tool_calls[0]["args"]["ticket"] = "T-999"  # in place: no hook sees it
+    later = model_input_view(messages, policy, system_message=system_message, snapshots=snapshots)
+    shown = [m["digest"] for m in later["messages"][1 if system else 0 :]]
+    assert shown == covered[-len(shown) :]
+    assert encoded_text(later) == json_text(dict(later))

@@ -166,21 +166,52 @@ def message_content(message: BaseMessage) -> list[Any]:
     conversation's linkage digest counts by position (see the module docstring).
     """
     fields = message.__dict__  # direct reads: pydantic's __getattr__ is slow for absent fields
-    tool_calls = fields.get("tool_calls") or ()
-    invalid = fields.get("invalid_tool_calls") or ()
-    return [
+    get = fields.get
+    return _content(
         message.type,
-        fields.get("role"),
+        get("role"),
         message.content,
-        fields.get("name"),
-        fields.get("status"),
-        _provider_kwargs(fields.get("additional_kwargs")),
+        get("name"),
+        get("status"),
+        get("additional_kwargs"),
+        get("tool_calls"),
+        get("invalid_tool_calls"),
+    )
+
+
+def _content(
+    kind: Any,
+    role: Any,
+    content: Any,
+    name: Any,
+    status: Any,
+    kwargs: Any,
+    tool_calls: Any,
+    invalid: Any,
+) -> list[Any]:
+    return [
+        kind,
+        role,
+        content,
+        name,
+        status,
+        _provider_kwargs(kwargs),
         # Tool-call ids come from the model and differ on every real call: a call is
         # identified by its name and arguments; which result answers which call is the
         # conversation's linkage digest (by position, see the module docstring).
-        [[call.get("name"), call.get("args")] for call in tool_calls],
-        [[call.get("name"), call.get("args"), call.get("error")] for call in invalid] or None,
+        [[call.get("name"), call.get("args")] for call in tool_calls or ()],
+        [[call.get("name"), call.get("args"), call.get("error")] for call in invalid or ()] or None,
     ]
+
+
+def _digest_of_read(message: BaseMessage, read: bytes) -> bytes:
+    """The digest of ``message`` as it was when its hashed fields were ``read``
+    (:func:`_snapshot`), whatever it holds now."""
+    kind, role, content, name, status, kwargs, calls, invalid, _ = marshal.loads(read)
+    if kind is None:  # not a field of this class: its type is the class's own
+        kind = message.type
+    found = _content(kind, role, content, name, status, kwargs, calls, invalid)
+    return hashlib.sha256(_json(found)).digest()
 
 
 def _provider_kwargs(kwargs: Any) -> Any:
@@ -240,8 +271,6 @@ def _snapshot(value: Any) -> bytes | None:
 #: Version 0 writes a value's content only: later versions mark shared objects by reference
 #: count and strings by whether they are interned, so equal content could differ in bytes.
 _MARSHAL_VERSION = 0
-#: The bytes before a marshalled list's items (its type and length).
-_LIST_HEADER = len(marshal.dumps([], _MARSHAL_VERSION))
 
 
 def message_digest(message: BaseMessage) -> bytes:
@@ -290,11 +319,15 @@ def model_call_fingerprint(
     system_message: BaseMessage | None,
     messages: Sequence[BaseMessage],
     stored_as: str = "model_response",
+    snapshots: list[bytes] | None = None,
 ) -> str:
     """The fingerprint of one model call (see the module docstring for what it covers).
 
     ``stored_as`` names the form its output is stored in (``spanpoint.calls.spec``): two
-    forms of one call's output are two checkpoints, never one read as the other.
+    forms of one call's output are two checkpoints, never one read as the other. A list
+    given as ``snapshots`` receives the bytes of each message's hashed fields as this call
+    read them (:func:`_snapshot`; nothing when one cannot be written), for
+    :func:`message_digests` to find the digests this key covers without reading them again.
     """
     # The JSON list [model type, identifying params, LangSmith params, settings, …]: its
     # first three items depend on the model alone and are encoded once per model.
@@ -310,7 +343,7 @@ def model_call_fingerprint(
     if BaseMessage.__setattr__ is not _HOOK[0]:  # the first call, or replaced since
         note_message_edits()
     if type(messages) is list and messages:
-        return _incremental(header, messages)
+        return _incremental(header, messages, snapshots)
     return _from_scratch(header, messages)
 
 
@@ -372,9 +405,8 @@ class _Conversation:
     conversation that extends this one, which only adds ids at positions ``>= ids``).
     ``prefix`` holds the messages before the last one (strongly: their ids must not be reused
     while this is kept); the last one is weak, and this entry leaves with it. ``snapshot``:
-    the marshalled hashed fields of the ``length`` messages, one after another (the items of
-    :func:`_snapshot` of their list), which a later call must find again before it extends
-    this state.
+    the marshalled hashed fields of the ``length`` messages (:func:`_snapshot` of each), one
+    after another, which a later call must find again before it extends this state.
     """
 
     __slots__ = (
@@ -428,16 +460,28 @@ _EDITS = [0]
 _is = operator.is_
 
 
-def _incremental(header: str, messages: list[BaseMessage]) -> str:
+def _incremental(
+    header: str, messages: list[BaseMessage], snapshots: list[bytes] | None = None
+) -> str:
     """:func:`_from_scratch`'s fingerprint, hashing only the messages no kept conversation
     covers (see the module docstring)."""
     edits = _EDITS[0]
     n = len(messages)
     base: _Conversation | None = None
     get = _CONVERSATIONS.get
-    # One marshal of every message's hashed fields: a kept state's messages are unchanged
-    # exactly when their bytes begin this (each item's bytes delimit themselves).
-    whole = _snapshot([_hashed_fields(m.__dict__) for m in messages])
+    # The bytes of every message's hashed fields, one after another: a kept state's
+    # messages are unchanged exactly when their bytes begin these (each message's bytes
+    # delimit themselves). None when one cannot be written.
+    dumps, fields_of = marshal.dumps, _hashed_fields
+    try:
+        snaps: list[bytes] | None = [
+            dumps(fields_of(m.__dict__), _MARSHAL_VERSION) for m in messages
+        ]
+    except ValueError:
+        snaps = None
+    whole = b"".join(snaps) if snaps is not None else None
+    if snaps is not None and snapshots is not None:
+        snapshots.extend(snaps)
     for j in range(n - 1, max(-1, n - 1 - _LOOK_BACK), -1):
         found = get(id(messages[j]))
         if (
@@ -450,7 +494,7 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             and all(map(_is, found.prefix, messages))
             # Nothing inside a hashed field changed in place since (module docstring).
             and whole is not None
-            and whole.startswith(found.snapshot, _LIST_HEADER)
+            and whole.startswith(found.snapshot)
         ):
             base = found
             break
@@ -470,7 +514,7 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             else:
                 positions, base.shared = base.positions, True
         new = messages[start:]
-        hashed.update(b"".join(message_digests(new)))
+        hashed.update(b"".join(message_digests(new, snaps[start:] if snaps else None)))
         sequence: list[int] = []
         for message in new:
             fields = message.__dict__
@@ -484,10 +528,9 @@ def _incremental(header: str, messages: list[BaseMessage]) -> str:
             text = _json_text(sequence)[1:-1]
             linkage.update(_utf8(f",{text}" if items else text))
             items += len(sequence)
-        snapshot = whole[_LIST_HEADER:] if whole is not None else None
-        state = _Conversation(header, messages, edits, hashed, linkage, items, positions, snapshot)
+        state = _Conversation(header, messages, edits, hashed, linkage, items, positions, whole)
         result = state.fingerprint()
-        if snapshot is not None and _EDITS[0] == edits and all(map(_noted, new)):
+        if whole is not None and _EDITS[0] == edits and all(map(_noted, new)):
             _keep(state, messages[-1])
             if base is not None:
                 # Superseded: the conversation goes on from the new state. A kept state holds
@@ -657,28 +700,41 @@ def _request_identity(
 _REQUEST_IDENTITIES: dict[Any, str] = {}
 
 
-def message_digests(messages: Sequence[BaseMessage]) -> list[bytes]:
+def message_digests(
+    messages: Sequence[BaseMessage], snapshots: Sequence[bytes | None] | None = None
+) -> list[bytes]:
     """:func:`message_digest` of every message; the memo's hit path inlined.
 
     Called with a conversation's new messages (:func:`_incremental`), with all of them
     when no kept running state covers a prefix, and with the messages an input view shows.
     A hit costs one ``marshal`` of the message's hashed fields, compared with the bytes
-    hashed (see the module docstring).
+    hashed (see the module docstring); ``snapshots``, when given, are those bytes already
+    read, one per message (a model call's, :func:`model_call_fingerprint`; None where not
+    read): each digest is then the one of the content those bytes say, also for a message
+    changed since.
     """
     cache_get = _MESSAGE_DIGESTS.get
     digests: list[bytes] = []
     append = digests.append
     dumps, fields_of = marshal.dumps, _hashed_fields
-    for message in messages:
+    for i, message in enumerate(messages):
         entry = cache_get(id(message))
         if entry is not None and entry[0]() is message:
-            try:
-                same = dumps(fields_of(message.__dict__), _MARSHAL_VERSION) == entry[1]
-            except ValueError:
-                same = False
+            read = snapshots[i] if snapshots is not None else None
+            if read is not None:
+                same = read == entry[1]
+            else:
+                try:
+                    same = dumps(fields_of(message.__dict__), _MARSHAL_VERSION) == entry[1]
+                except ValueError:
+                    same = False
             if same:
                 append(entry[2])
                 continue
+        read = snapshots[i] if snapshots is not None else None
+        if read is not None and read != _snapshot(_hashed_fields(message.__dict__)):
+            append(_digest_of_read(message, read))  # changed since it was read
+            continue
         append(message_digest(message))
     return digests
 

@@ -65,33 +65,51 @@ def message_views(
 
 
 def _described(
-    messages: Sequence[BaseMessage], capture: CapturePolicy, text: bool | None, limit: int | None
+    messages: Sequence[BaseMessage],
+    capture: CapturePolicy,
+    text: bool | None,
+    limit: int | None,
+    snapshots: Sequence[bytes | None] | None = None,
 ) -> list[tuple[dict[str, Any], str | None]]:
-    """:func:`message_views`' views, each with its :data:`json_text` (None if it has none)."""
+    """:func:`message_views`' views, each with its :data:`json_text` (None if it has none).
+
+    ``snapshots``: the bytes each message's digest was read from (:func:`message_digests`).
+    """
     with_text = capture.captures_content if text is None else text
+    policy = (capture, with_text, limit)
     try:
-        memo = _VIEWS.setdefault((capture, with_text, limit), {})
+        memo = _VIEWS.setdefault(policy, {})
     except TypeError:  # a policy holding an unhashable value: no memo
-        memo = {}
+        memo, policy = {}, None
     out: list[tuple[dict[str, Any], str | None]] = []
-    for message, digest in zip(messages, message_digests(messages), strict=True):
+    for message, digest in zip(messages, message_digests(messages, snapshots), strict=True):
         found = memo.get(digest)
         if found is None:
-            entry = _message_view(message, digest, capture, with_text, limit)
-            try:
-                encoded: str | None = json_text(entry)
-            except (TypeError, ValueError):  # the store's encoding then says what failed
-                encoded = None
-            found = (entry, encoded)
+            found = _RECENT.get((policy, digest)) if policy is not None else None
+            if found is None:
+                entry = _message_view(message, digest, capture, with_text, limit)
+                try:
+                    encoded: str | None = json_text(entry)
+                except (TypeError, ValueError):  # the store's encoding then says what failed
+                    encoded = None
+                found = (entry, encoded)
+                if policy is not None:
+                    _remember_recent((policy, digest), found)
             try:
                 ref = weakref.ref(message, _drop)
-            except TypeError:  # not weak-referenceable: described again at every call
+            except TypeError:  # not weak-referenceable: looked up again at every call
                 pass
             else:
                 memo[digest] = found
                 _HOLDERS[id(ref)] = (ref, memo, digest)
         out.append(found)
     return out
+
+
+def _remember_recent(key: tuple[Any, bytes], found: tuple[dict[str, Any], str | None]) -> None:
+    _RECENT[key] = found
+    if len(_RECENT) > _MAX_RECENT:
+        del _RECENT[next(iter(_RECENT))]  # the oldest made
 
 
 def _drop(ref: weakref.ref[BaseMessage]) -> None:
@@ -112,6 +130,11 @@ _VIEWS: dict[tuple[Any, ...], dict[bytes, tuple[dict[str, Any], str | None]]] = 
 # id(weak reference) -> (the reference, its memo, the digest it drops): keeps each reference,
 # and so its callback, alive while its message lives.
 _HOLDERS: dict[int, tuple[weakref.ref[BaseMessage], dict[bytes, Any], bytes]] = {}
+# (policy, digest) -> view and text, for the last :data:`_MAX_RECENT` views made, whatever
+# their messages: another conversation often holds a message with the same content (the
+# same tool call and result, the same final answer), and a bounded count keeps memory flat.
+_RECENT: dict[tuple[Any, bytes], tuple[dict[str, Any], str | None]] = {}
+_MAX_RECENT = 256
 
 
 def _message_view(
@@ -165,20 +188,30 @@ def model_input_view(
     system_message: BaseMessage | None = None,
     tools: Sequence[Any] = (),
     settings: Mapping[str, Any] | None = None,
+    snapshots: Sequence[bytes] | None = None,
 ) -> dict[str, Any]:
     """The input view of one model call: its messages (the system prompt first), its tool
-    definitions and its settings, redacted."""
+    definitions and its settings, redacted. ``snapshots`` (one per message, as
+    :func:`identity.model_call_fingerprint` read them): each message then shows the digest
+    of the content its key covered."""
     # The last VIEW_MESSAGES messages only: every model call of an agent sees the whole
     # conversation again, and a view of all of it would make each checkpoint as long as the
     # run so far (bytes in the store quadratic in the run's length). A diff's first divergent call
     # differs in its newest messages (the older ones were the previous call's, which did not
     # diverge), and the fingerprint still covers every message.
-    tail = list(messages[-VIEW_MESSAGES:]) if len(messages) > VIEW_MESSAGES else list(messages)
+    cut = len(messages) > VIEW_MESSAGES
+    tail = list(messages[-VIEW_MESSAGES:]) if cut else list(messages)
+    read: list[Any] | None = None
+    if snapshots is not None and len(snapshots) == len(messages):
+        read = list(snapshots[-VIEW_MESSAGES:]) if cut else list(snapshots)
+        if system_message is not None:
+            read.insert(0, None)
     described = _described(
         [system_message, *tail] if system_message is not None else tail,
         capture,
         None,
         TEXT_LIMIT,
+        read,
     )
     view = Encoded(
         messages=[entry for entry, _ in described],

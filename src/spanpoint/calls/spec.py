@@ -144,6 +144,8 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
     )
     if not replay:
         return spec
+    # Each message's bytes as the key read them: the input view shows the digests it covered.
+    snapshots: list[bytes] = []
     try:
         spec.fingerprint = call_identity.model_call_fingerprint(
             call.model,
@@ -155,6 +157,7 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
             system_message=call.system_message,
             messages=call.messages,
             stored_as=call.stored_as,
+            snapshots=snapshots,
         )
     except UnfingerprintableInputError as exc:
         return not_cacheable(spec, exc)
@@ -173,6 +176,7 @@ def model_call_spec(call: ModelCall, capture: CapturePolicy, *, replay: bool) ->
         system_message=call.system_message,
         tools=call.tools,
         settings=call.settings,
+        snapshots=snapshots or None,
     )
     return spec
 
