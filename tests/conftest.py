@@ -46,6 +46,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # The fork servers of tests/spawn.py, if this process started any (atexit would too).
+    spawn = sys.modules.get("spawn")
+    if spawn is not None and hasattr(spawn, "FORKSERVER"):
+        spawn.stop()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Upstream suites and the collector stack take many minutes on a clean machine (downloads,
     # Go builds): .ci/run runs them; `make test` says it skipped them and why.

@@ -1,13 +1,14 @@
-"""Every ``examples/*.py`` runs offline, in its own process, and exits 0."""
+"""Every ``examples/*.py`` runs offline, in its own process (a fork of tests/spawn.py's
+pre-imported servers), and exits 0."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from spawn import run_python
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.py"))
 OTEL_ENDPOINT_VARS = [v for v in os.environ if v.startswith("OTEL_EXPORTER_OTLP")]
@@ -28,12 +29,5 @@ def test_example_runs_offline(example: Path, tmp_path: Path) -> None:
         HTTPS_PROXY="http://127.0.0.1:9",
         NO_PROXY="127.0.0.1,localhost",
     )
-    done = subprocess.run(
-        [sys.executable, str(example)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_python([str(example)], cwd=tmp_path, env=env, timeout=300)
     assert done.returncode == 0, f"{example.name} failed:\n{done.stdout}\n{done.stderr}"

@@ -8,8 +8,8 @@ so the killed process's effects are counted too.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,16 @@ import pytest
 
 from fakes import read_effects
 from spanpoint.stores import SqliteStore
+from spawn import run_python
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "calls_agent.py"
 TOOLS = ["lookup_ticket", "check_inventory", "approve_ticket"]
 
 
 def run_agent(folder: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), run_id, str(folder / "store.db"),
-         str(folder / "effects.txt"), *extra],
-        capture_output=True, text=True, timeout=120, cwd=folder,
+    return run_python(
+        [str(SCRIPT), run_id, str(folder / "store.db"), str(folder / "effects.txt"), *extra],
+        env=dict(os.environ), timeout=120, cwd=folder,
     )  # fmt: skip
 
 

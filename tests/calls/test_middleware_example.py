@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 from pathlib import Path
+
+from spawn import run_python
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "calls_agent.py"
 
 
 def test_calls_agent_example_replays_everything(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE), str(tmp_path / "calls.db")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    done = run_python(
+        [str(EXAMPLE), str(tmp_path / "calls.db")], env=dict(os.environ), timeout=120, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (
         "first run : executed {'model': 3, 'lookup_ticket': 1, 'approve_ticket': 1}" in done.stdout

@@ -23,6 +23,7 @@ import spanpoint
 import spanpoint.errors
 from fakes import ConversationModel, CountingModel, count_effect, read_effects
 from spanpoint.cassettes import CASSETTE_RUN_ID
+from spawn import run_python
 
 APP = Path(__file__).resolve().parent / "cassette_app.py"
 RECORDED = {
@@ -36,8 +37,16 @@ RECORDED = {
 
 
 def run_app(
-    tmp_path: Path, mode: str, kind: str, *extra: str, offline: bool = False, plant: bool = False
+    tmp_path: Path,
+    mode: str,
+    kind: str,
+    *extra: str,
+    offline: bool = False,
+    plant: bool = False,
+    new_interpreter: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """The app in a fresh process: a fork of a pre-imported server (tests/spawn.py), or with
+    ``new_interpreter`` a whole new Python, for the tests whose subject is another process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPANPOINT_TEST_")}
     if offline:
         env["SPANPOINT_TEST_OFFLINE"] = "1"
@@ -45,10 +54,13 @@ def run_app(
         env["SPANPOINT_TEST_PLANT"] = "1"
     effects = tmp_path / "effects.txt"
     effects.unlink(missing_ok=True)
-    args = [sys.executable, str(APP), str(tmp_path / "agent.json"), mode, kind, str(effects)]
-    return subprocess.run(
-        [*args, *extra], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
+    args = [str(APP), str(tmp_path / "agent.json"), mode, kind, str(effects), *extra]
+    if new_interpreter:
+        return subprocess.run(
+            [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+    return run_python(args, cwd=tmp_path, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("kind", ["SYNC", "ASYNC"])
@@ -87,9 +99,9 @@ def test_a_changed_system_prompt_in_mode_none_names_the_changed_message(tmp_path
 
 
 def test_keys_depend_on_content_and_position_not_on_the_process(tmp_path: Path) -> None:
-    assert run_app(tmp_path, "all", "SYNC").returncode == 0
+    assert run_app(tmp_path, "all", "SYNC", new_interpreter=True).returncode == 0
     first = json.loads((tmp_path / "agent.json").read_text())
-    assert run_app(tmp_path, "all", "SYNC").returncode == 0
+    assert run_app(tmp_path, "all", "SYNC", new_interpreter=True).returncode == 0
     second = json.loads((tmp_path / "agent.json").read_text())
     # The first model call's key is the same: no run id, process or clock goes into it. Later
     # keys differ only through what the model answered (its tool-call ids are random, as a

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from spawn import run_python
 
 
 def run_demo(tmp_path: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPANPOINT_"))}
     env.update(COLUMNS="200", **extra_env)
-    return subprocess.run(
-        [sys.executable, "-c", "from spanpoint.cli import main; main()", "demo", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_python(
+        ["-c", "from spanpoint.cli import main; main()", "demo", *args],
+        cwd=tmp_path, env=env, timeout=300,
+    )  # fmt: skip
 
 
 def test_demo_crashes_once_then_replays(tmp_path: Path) -> None:

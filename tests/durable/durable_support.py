@@ -1,18 +1,19 @@
-"""Helpers of the durable-calls tests: telemetry, the instrumentor, subprocess attempts."""
+"""Helpers of the durable-calls tests: telemetry, the instrumentor, subprocess attempts (forks
+of tests/spawn.py's pre-imported servers, killed for real)."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from durable_fakes import KILL_ENV, LOG_ENV, labels
+
+from spawn import run_python
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "durable_driver.py"
@@ -90,9 +91,9 @@ def attempt(
     extra = {LOG_ENV: str(log), **(env or {})}
     if kill_at:
         extra[KILL_ENV] = kill_at
-    done = subprocess.run(
-        [sys.executable, str(script), scenario, str(folder), run_id, *options],
-        capture_output=True, text=True, timeout=120, cwd=folder, env=child_env(**extra),
+    done = run_python(
+        [str(script), scenario, str(folder), run_id, *options],
+        timeout=120, cwd=folder, env=child_env(**extra),
     )  # fmt: skip
     return Attempt(done.returncode, done.stdout, done.stderr, log)
 

@@ -3,31 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from spanpoint.stores import SqliteStore
+from spawn import run_python
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "three_steps.py"
 
 
 def run_script(tmp_path: Path, run_id: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_python(
         [
-            sys.executable,
             str(SCRIPT),
             run_id,
             str(tmp_path / "store.db"),
             str(tmp_path / "effects.txt"),
             *extra,
         ],
-        capture_output=True,
-        text=True,
+        env=dict(os.environ),
         timeout=120,
         cwd=tmp_path,
     )

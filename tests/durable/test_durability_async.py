@@ -33,6 +33,7 @@ from spanpoint.errors import ConfigurationError, StoreError
 from spanpoint.stores import SqliteStore
 from spanpoint.stores.base import Checkpoint, new_owner_id
 from spanpoint.stores.postgres import PostgresStore
+from spawn import run_python
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -460,10 +461,9 @@ def run_agent(folder: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         "SPANPOINT_DURABILITY": "async",
         "SPANPOINT_COMMIT_QUEUE": str(AGENT_QUEUE),
     }
-    return subprocess.run(
-        [sys.executable, str(AGENT), "ticket-9", str(folder / "store.db"),
-         str(folder / "effects.txt"), *extra],
-        capture_output=True, text=True, timeout=180, cwd=folder, env=env,
+    return run_python(
+        [str(AGENT), "ticket-9", str(folder / "store.db"), str(folder / "effects.txt"), *extra],
+        timeout=180, cwd=folder, env=env,
     )  # fmt: skip
 
 
@@ -565,9 +565,7 @@ def test_a_normal_exit_writes_what_is_queued(tmp_path: Path, shutdown_on_exit: b
     processor flushes), or, with none, the committer's own exit hook. Only a kill loses them."""
     db = tmp_path / "exit.db"
     script = EXIT_SCRIPT.format(scripts=str(SCRIPTS), db=str(db), shutdown_on_exit=shutdown_on_exit)
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+    done = run_python(["-c", script], env=dict(os.environ), timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and "returned" in done.stdout, done.stderr[-3000:]
     store = SqliteStore(db)
     try:

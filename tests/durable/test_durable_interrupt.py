@@ -14,7 +14,6 @@ import asyncio
 import json
 import signal
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from langgraph.types import Command, RetryPolicy
 
 import spanpoint
 from harness import Telemetry
+from spawn import run_python
 
 REQUEST = "refund order 42"
 MODEL_CALL = f"draft:{REQUEST}"
@@ -147,11 +147,12 @@ def phase(
     env = child_env(DURABLE_LOG=str(log), SPANPOINT_TRACE_FILE=str(folder / "traces.jsonl"))
     if kill is not None:
         env["DRAFT_KILL"] = kill
-    command = [sys.executable, str(HERE / "draft_app.py"), name, str(folder), "ticket-9", mode]
+    command = [str(HERE / "draft_app.py"), name, str(folder), "ticket-9", mode]
+    executable = None
     if mode == "plain":
         # Zero code: the real launcher, the documented switch, an app that never imports us.
         launcher = Path(sys.executable).with_name("opentelemetry-instrument")
-        command = [str(launcher), *command]
+        command, executable = [sys.executable, *command], str(launcher)
         env.update(
             {
                 DURABLE_ENV: "thread",
@@ -160,7 +161,8 @@ def phase(
                 "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "langchain",
             }
         )
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=folder, env=env)
+    # The launcher is another interpreter: run_python falls back to a real subprocess for it.
+    done = run_python(command, timeout=120, cwd=folder, env=env, executable=executable)
     if kill is not None:
         assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-4000:])
         return {}

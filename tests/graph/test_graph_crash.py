@@ -7,8 +7,8 @@ are counted in a file under a lock, so a killed process's work is still counted.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,14 +16,14 @@ from typing import Any
 from spanpoint import serde
 from spanpoint.stores import SqliteStore
 from spanpoint.waits import provide_input
+from spawn import run_python
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "ticket_flow.py"
 
 
 def attempt(tmp_path: Path, results: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_python(
         [
-            sys.executable,
             str(SCRIPT),
             "T-42",
             str(tmp_path / "store.db"),
@@ -32,8 +32,7 @@ def attempt(tmp_path: Path, results: str, *extra: str) -> subprocess.CompletedPr
             str(tmp_path / results),
             *extra,
         ],
-        capture_output=True,
-        text=True,
+        env=dict(os.environ),
         timeout=180,
         cwd=tmp_path,
     )

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
+
+from spawn import run_python
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "guard_loop.py"
 
 
 @pytest.mark.slow
 def test_example_reflects_stops_and_resumes_to_the_answer() -> None:
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120
-    )
+    done = run_python([str(EXAMPLE)], env=dict(os.environ), timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "[reflection]" in out and "[skipped] (error)" in out

@@ -18,6 +18,7 @@ into spans, the run journal, ``spanpoint show`` and a cassette file.
 from __future__ import annotations
 
 import json
+import os
 import string
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from spanpoint.capture import (
     record_failure,
     redact_text,
 )
+from spawn import run_python
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
@@ -517,9 +519,6 @@ def test_the_whole_table_reaches_no_channel(
     run with the embedded defaults: none reaches the trace file, the log file, the console,
     the store's journal or ``spanpoint show``; the files hold what they should (a run
     summary, the masked failure)."""
-    import os
-    import subprocess
-    import sys
 
     from spanpoint.stores import SqliteStore
 
@@ -528,10 +527,7 @@ def test_the_whole_table_reaches_no_channel(
     (cwd / "table.json").write_text(json.dumps({"names": names, "credentials": credentials}))
     (cwd / "app.py").write_text(TABLE_APP)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "SPANPOINT_"))}
-    done = subprocess.run(
-        [sys.executable, "app.py", "table.json"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    done = run_python(["app.py", "table.json"], cwd=cwd, env=env, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = cwd / ".spanpoint"
     traces, logs = (folder / "traces.jsonl").read_text(), (folder / "logs.jsonl").read_text()

@@ -21,8 +21,6 @@ exported, so a channel that is not captured at all cannot pass by accident.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from typer.testing import CliRunner
 
 from spanpoint.capture import REDACTED, exception_text, is_secret_key, record_failure, redact_text
 from spanpoint.cli import app as cli
+from spawn import run_python
 from tests.otlp_receiver import OtlpReceiver
 
 APP = Path(__file__).resolve().parent / "secrets_app.py"
@@ -125,14 +124,7 @@ def run_app(mode: str, transport: str, folder: Path) -> Evidence:
             OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
         )
     try:
-        done = subprocess.run(
-            [sys.executable, str(APP), mode],
-            cwd=folder,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = run_python([str(APP), mode], cwd=folder, env=env, timeout=300)
         assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-4000:]
         exported = b"".join(p.read_bytes() for p in sorted(telemetry.glob("*")) if p.is_file())
         if receiver is not None:
