@@ -16,6 +16,7 @@ The runner is the script's process: fds 0, 1 and 2 on the files the client named
 exactly the given environment, ``sys.argv``, ``sys.path[0]`` as ``python script`` sets them,
 then the script as ``__main__`` and an interpreter's exit (SystemExit codes, a traceback and 1
 for an uncaught exception, non-daemon threads joined, atexit handlers, stdio flushed).
+``-m MODULE`` runs the module as ``python -m`` does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import importlib.machinery
 import io
 import json
 import os
+import runpy
 import select
 import signal
 import socket
@@ -66,6 +68,7 @@ PRELOAD = (
     "sqlite3",
     "asyncio",
     "deepagents",
+    "pytest",  # the plugin tests run ``python -m pytest`` sessions
 )
 
 #: The signal dispositions of a freshly started interpreter (this one's, taken before anything
@@ -141,6 +144,12 @@ def run(request: dict[str, Any]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     argv: list[str] = request["argv"]
+    sys.orig_argv = [sys.executable, *argv]
+    importlib.invalidate_caches()
+    if argv[0] == "-m":  # as ``python -m``: the cwd first on the path, the module as __main__
+        sys.argv = ["-m", *argv[2:]]
+        sys.path[0] = os.getcwd()
+        return _finish(lambda: runpy._run_module_as_main(argv[1], alter_argv=True))  # type: ignore[attr-defined]
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=__builtins__, __annotations__={})
     if argv[0] == "-c":
@@ -158,16 +167,24 @@ def run(request: dict[str, Any]) -> int:
         main.__file__ = filename
         main.__loader__ = importlib.machinery.SourceFileLoader("__main__", filename)
         main.__dict__["__cached__"] = None
-    sys.orig_argv = [sys.executable, *argv]
     sys.modules["__main__"] = main
-    importlib.invalidate_caches()
+    return _finish(
+        lambda: exec(compile(source, filename, "exec", dont_inherit=True), main.__dict__)
+    )
+
+
+def _finish(body: Any) -> int:
+    """Run ``body`` (the script) and end as the interpreter does; returns the exit code."""
     code = 0
     try:
-        exec(compile(source, filename, "exec", dont_inherit=True), main.__dict__)
+        body()
     except SystemExit as exc:
         code = _exit_code(exc)
     except BaseException as exc:  # as the interpreter prints it: from the script's frame on
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        traceback.print_exception(type(exc), exc, tb)
         code = 1
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # the interpreter's own join

@@ -18,7 +18,7 @@ servers used alternately, consecutive calls never share a seed nor a layout.
 
 It falls back to a real ``subprocess.run`` when a fork cannot be faithful: the env's PYTHON*
 (or locale) variables differ from the server's, another interpreter, interpreter flags
-(``-X``, ``-m``, ``-u`` …), no ``fork`` on the platform, or ``SPANPOINT_TEST_FORKSERVER=0``
+(``-X``, ``-u`` …), no ``fork`` on the platform, or ``SPANPOINT_TEST_FORKSERVER=0``
 in the test process's environment. Tests whose subject is "another process" for identity keep
 calling ``subprocess.run`` themselves.
 """
@@ -149,8 +149,12 @@ def forkable(argv: Sequence[str], env: dict[str, str], executable: str | None = 
         return False
     if executable not in (None, sys.executable):
         return False
-    if not argv or (argv[0].startswith("-") and argv[0] != "-c") or argv == ["-c"]:
-        return False  # interpreter flags (-X, -m, -u, …), or a -c without its code
+    if (
+        not argv
+        or (argv[0].startswith("-") and argv[0] not in ("-c", "-m"))
+        or (len(argv) < 2 and argv[0] in ("-c", "-m"))
+    ):
+        return False  # interpreter flags (-X, -u, …), or a -c or -m without its argument
     return "PYTHONHASHSEED" not in env and _startup(env) == _startup(dict(os.environ))
 
 
@@ -166,7 +170,7 @@ def run_python(
     """``subprocess.run([python, *argv], capture_output=True, text=True, env=env, cwd=cwd,
     timeout=timeout, input=input)``: returncode (``-N`` when killed by signal N), stdout and
     stderr; :class:`subprocess.TimeoutExpired` after the child is SIGKILLed on timeout.
-    ``argv`` is ``[script, *args]`` or ``["-c", code, *args]``."""
+    ``argv`` is ``[script, *args]``, ``["-c", code, *args]`` or ``["-m", module, *args]``."""
     argv = [os.fspath(a) for a in argv]
     python = executable or sys.executable
     if not forkable(argv, env, executable):

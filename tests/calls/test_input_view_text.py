@@ -114,15 +114,14 @@ def test_the_view_shows_the_digests_its_key_covered(turns: int, system: bool) ->
     # A model call's key reads each message's bytes once; its input view (made when the call
     # ends) takes the digests from those bytes. Unchanged, that is the view made from
     # scratch; a message changed in place in between shows the content the key covered.
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
+    from fakes import ConversationModel
     from spanpoint.calls import identity
 
     messages = conversation(turns)
     system_message = SystemMessage("You resolve tickets.") if system else None
     snapshots: list[bytes] = []
     identity.model_call_fingerprint(
-        FakeListChatModel(responses=["x"]),
+        ConversationModel(),
         {},
         settings={},
         tool_choice=None,

@@ -10,10 +10,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from fakes import read_effects
+from spawn import run_python
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -77,11 +77,9 @@ def session(
     if prompt is not None:
         env["CASSETTE_PROMPT"] = prompt
     (root / "effects.txt").unlink(missing_ok=True)
-    command = [sys.executable, "-m", "pytest", "-p", "spanpoint.pytest_plugin", "-q"]
+    command = ["-m", "pytest", "-p", "spanpoint.pytest_plugin", "-q"]
     command += ["-p", "no:cacheprovider", "--rootdir", str(root), str(root / "test_agent.py")]
-    return subprocess.run(
-        [*command, *args], cwd=root, env=env, capture_output=True, text=True, timeout=180
-    )
+    return run_python([*command, *args], cwd=root, env=env, timeout=180)
 
 
 def test_the_marker_and_the_fixture_record_once_then_replay_offline(tmp_path: Path) -> None:

@@ -156,3 +156,24 @@ def test_falls_back_to_a_real_subprocess(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not spawn.forkable(["-c", code], ENV)
     done = py(code)
     assert (done.returncode, int(done.stdout)) == (0, os.getpid())
+
+
+def test_a_module_runs_as_python_dash_m_runs_it(tmp_path: Path) -> None:
+    # ``-m``: the cwd first on the path, the module as __main__ with its file as argv[0].
+    (tmp_path / "probe_main.py").write_text(
+        "import json, os, sys\n"
+        "print(json.dumps([__name__, os.path.basename(sys.argv[0]), sys.argv[1:],"
+        " sys.path[0] == os.getcwd()]))\n"
+        "sys.exit(3)\n"
+    )
+    argv = ["-m", "probe_main", "a", "b"]
+    assert spawn.forkable(argv, ENV)
+    done = run_python(argv, env=ENV, cwd=tmp_path, timeout=60)
+    real = subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+        timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (
+        real.returncode, real.stdout, real.stderr
+    )  # fmt: skip
+    assert json.loads(done.stdout) == ["__main__", "probe_main.py", ["a", "b"], True]

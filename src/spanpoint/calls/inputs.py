@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -109,7 +110,7 @@ def _described(
 def _remember_recent(key: tuple[Any, bytes], found: tuple[dict[str, Any], str | None]) -> None:
     _RECENT[key] = found
     if len(_RECENT) > _MAX_RECENT:
-        del _RECENT[next(iter(_RECENT))]  # the oldest made
+        _RECENT.popitem(last=False)  # the oldest made
 
 
 def _drop(ref: weakref.ref[BaseMessage]) -> None:
@@ -133,8 +134,8 @@ _HOLDERS: dict[int, tuple[weakref.ref[BaseMessage], dict[bytes, Any], bytes]] = 
 # (policy, digest) -> view and text, for the last :data:`_MAX_RECENT` views made, whatever
 # their messages: another conversation often holds a message with the same content (the
 # same tool call and result, the same final answer), and a bounded count keeps memory flat.
-_RECENT: dict[tuple[Any, bytes], tuple[dict[str, Any], str | None]] = {}
-_MAX_RECENT = 256
+_RECENT: OrderedDict[tuple[Any, bytes], tuple[dict[str, Any], str | None]] = OrderedDict()
+_MAX_RECENT = 64
 
 
 def _message_view(
