@@ -206,7 +206,8 @@ def _content(
 
 def _digest_of_read(message: BaseMessage, read: bytes) -> bytes:
     """The digest of ``message`` as it was when its hashed fields were ``read``
-    (:func:`_snapshot`), whatever it holds now."""
+    (:func:`_snapshot`), whatever it holds now: equal to :func:`message_content`'s while it
+    still holds them."""
     kind, role, content, name, status, kwargs, calls, invalid, _ = marshal.loads(read)
     if kind is None:  # not a field of this class: its type is the class's own
         kind = message.type
@@ -273,15 +274,19 @@ def _snapshot(value: Any) -> bytes | None:
 _MARSHAL_VERSION = 0
 
 
-def message_digest(message: BaseMessage) -> bytes:
+def message_digest(message: BaseMessage, read: bytes | None = None) -> bytes:
     """sha256 of :func:`message_content`, memoized per message object while the bytes of its
-    hashed fields stay the same (see the module docstring)."""
+    hashed fields stay the same (see the module docstring). ``read``: those bytes as the
+    caller read them; the digest is then the one of the content they say."""
     key = id(message)
-    snapshot = _snapshot(_hashed_fields(message.__dict__))
+    snapshot = read if read is not None else _snapshot(_hashed_fields(message.__dict__))
     entry = _MESSAGE_DIGESTS.get(key)
     if entry and snapshot is not None and entry[0]() is message and entry[1] == snapshot:
         return entry[2]
-    found = hashlib.sha256(_json(message_content(message))).digest()
+    if read is not None:
+        found = _digest_of_read(message, read)
+    else:
+        found = hashlib.sha256(_json(message_content(message))).digest()
     if snapshot is None:
         return found  # a field marshal cannot write: never memoized
     if BaseMessage.__setattr__ is not _HOOK[0]:
@@ -718,9 +723,9 @@ def message_digests(
     append = digests.append
     dumps, fields_of = marshal.dumps, _hashed_fields
     for i, message in enumerate(messages):
+        read = snapshots[i] if snapshots is not None else None
         entry = cache_get(id(message))
         if entry is not None and entry[0]() is message:
-            read = snapshots[i] if snapshots is not None else None
             if read is not None:
                 same = read == entry[1]
             else:
@@ -731,11 +736,7 @@ def message_digests(
             if same:
                 append(entry[2])
                 continue
-        read = snapshots[i] if snapshots is not None else None
-        if read is not None and read != _snapshot(_hashed_fields(message.__dict__)):
-            append(_digest_of_read(message, read))  # changed since it was read
-            continue
-        append(message_digest(message))
+        append(message_digest(message, read))
     return digests
 
 
